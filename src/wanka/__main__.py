@@ -1,0 +1,3 @@
+from wanka.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""The one `wanka` entry point. Each layer adds its subcommands through `register(subparsers)`.
+
+    wanka --version
+    wanka cluster list
+    wanka cluster show wanka-10k --json
+
+Every command takes --json and then prints exactly one JSON document. User errors end with exit
+code 2 and one line on stderr naming what to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any, Sequence
+
+from wanka import __version__
+from wanka.errors import SpecError
+from wanka.output import emit
+
+# Layers register their subcommands here; a layer not present yet is skipped.
+LAYER_CLIS = [
+    "wanka.cluster.cli",
+    "wanka.plan.cli",
+    "wanka.sched.cli",
+    "wanka.sim.cli",
+    "wanka.train.cli",
+    "wanka.serve.cli",
+]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="wanka", description="software stack of a 10,000-GPU AI cluster")
+    parser.add_argument("--version", action="version", version=f"wanka {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    for name in LAYER_CLIS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # a layer that is not built yet; other import errors are bugs
+            if exc.name not in (name, name.rsplit(".", 1)[0]):
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        result: Any = args.func(args)
+    except SpecError as exc:
+        sys.stderr.write(f"wanka: error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    if result is None:
+        return 0
+    if isinstance(result, int):
+        return result
+    payload, render = result
+    emit(payload, render, getattr(args, "json", False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

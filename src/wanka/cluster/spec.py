@@ -1,0 +1,105 @@
+"""The cluster spec (DESIGN.md "Cluster spec"), validated field by field.
+
+Defaults that stand in for figures a real cluster would state are marked as assumptions in
+docs/cluster.md; presets record which of their fields are public and which are defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from wanka.errors import SpecError, from_pydantic
+
+Topology = Literal["rail-fat-tree", "fat-tree", "dragonfly", "explicit"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScaleUpSpec(_Strict):
+    domain: int | None = Field(default=None, gt=0, description="GPUs per scale-up domain; default: the GPU's")
+    bandwidth_GBps: float | None = Field(default=None, gt=0, description="per GPU per direction")
+    # NVLink-class one-way latency; NCCL's tuning table uses 0.6-1.25 us for NVLink hardware latency
+    # (sched_network.md section 3.3). 1 us is our default.
+    latency_us: float = Field(default=1.0, ge=0)
+
+
+class ScaleOutSpec(_Strict):
+    bandwidth_Gbps: float = Field(default=400, gt=0, description="per GPU (one NIC per GPU), all planes together")
+    nic: str | None = None
+    topology: Topology = "rail-fat-tree"
+    tiers: Literal[1, 2, 3] | None = None
+    switch_radix: int = Field(default=64, ge=4)
+    oversubscription: float = Field(default=1.0, ge=1.0, description="leaf down:up ratio")
+    core_oversubscription: float = Field(default=1.0, ge=1.0, description="tier-2 down:up ratio (3 tiers)")
+    leaf_gpus: int | None = Field(default=None, gt=0, description="GPUs under one leaf (rail group for rail-fat-tree)")
+    pod_gpus: int | None = Field(default=None, gt=0, description="GPUs under one tier-2 block (3 tiers)")
+    planes: int = Field(default=1, ge=1, le=16)
+    # One-way NIC latency and per-switch-hop latency: ConnectX briefs give ~0.6 us per NIC, IB/Ethernet
+    # AI switches 0.3-0.8 us per hop. These are defaults (assumptions), to be overridden per cluster.
+    nic_latency_us: float = Field(default=1.0, ge=0)
+    hop_latency_us: float = Field(default=0.5, ge=0)
+    groups: int | None = Field(default=None, gt=1, description="dragonfly groups")
+    global_taper: float = Field(default=1.0, gt=0, le=1.0, description="dragonfly global:injection bandwidth")
+    tree_csv: str | None = None
+    tree_columns: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "ScaleOutSpec":
+        if self.switch_radix % 2:
+            raise ValueError(f"switch_radix: expected an even number, got {self.switch_radix}")
+        if self.topology == "explicit" and not (self.tree_csv and self.tree_columns):
+            raise ValueError("tree_csv: expected a CSV path and tree_columns (leaf first) for topology explicit")
+        return self
+
+
+class CampusSpec(_Strict):
+    count: int = Field(default=1, ge=1)
+    link_bandwidth_Tbps: float | None = Field(default=None, gt=0, description="per campus to the others")
+    link_latency_ms: float = Field(default=0.2, ge=0, description="one way; ~5 us per km of fibre")
+
+    @model_validator(mode="after")
+    def _check(self) -> "CampusSpec":
+        if self.count > 1 and self.link_bandwidth_Tbps is None:
+            raise ValueError("link_bandwidth_Tbps: expected a value when count > 1")
+        return self
+
+
+class PowerSpec(_Strict):
+    pue: float = Field(default=1.25, ge=1.0, le=3.0)
+    host_W_per_gpu: float = Field(default=575, ge=0)
+    switch_W: float = Field(default=1500, ge=0)
+    electricity_usd_per_kWh: float = Field(default=0.08, ge=0)
+
+
+class ClusterSpec(_Strict):
+    name: str = Field(min_length=1)
+    gpu: str | dict[str, Any]
+    gpus: int = Field(gt=0)
+    gpus_per_node: int = Field(default=8, gt=0, le=72)
+    scale_up: ScaleUpSpec = ScaleUpSpec()
+    scale_out: ScaleOutSpec = ScaleOutSpec()
+    campuses: CampusSpec = CampusSpec()
+    power: PowerSpec = PowerSpec()
+    notes: list[str] = []
+
+    @model_validator(mode="after")
+    def _check(self) -> "ClusterSpec":
+        if self.gpus % self.gpus_per_node:
+            raise ValueError(f"gpus: expected a multiple of gpus_per_node ({self.gpus_per_node}), got {self.gpus}")
+        nodes = self.gpus // self.gpus_per_node
+        if nodes % self.campuses.count:
+            raise ValueError(f"campuses.count: expected a divisor of the node count ({nodes}), got {self.campuses.count}")
+        return self
+
+
+def parse_cluster_spec(data: dict[str, Any], source: str | None = None) -> ClusterSpec:
+    try:
+        return ClusterSpec(**data)
+    except ValidationError as exc:
+        raise from_pydantic(exc, source=source) from None
+    except TypeError as exc:  # e.g. a non-mapping where a section was expected
+        raise SpecError("spec", "a mapping of cluster fields", str(exc), source=source) from None

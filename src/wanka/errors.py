@@ -1,0 +1,45 @@
+"""User-facing errors: one line that names the field and what was expected.
+
+The CLI turns a `SpecError` into exit code 2 and that one line on stderr; anything else is a bug
+and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+class SpecError(ValueError):
+    """Bad user input: a spec file, a preset name, a CLI flag, a checkpoint on disk."""
+
+    def __init__(self, field: str, expected: str, got: Any = None, *, source: str | None = None):
+        self.field, self.expected, self.got, self.source = field, expected, got, source
+        where = f"{source}: " if source else ""
+        tail = "" if got is None else f", got {_short(got)}"
+        super().__init__(f"{where}{field}: expected {expected}{tail}")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def from_pydantic(exc: Exception, *, source: str | None = None, prefix: str = "") -> SpecError:
+    """Convert a pydantic ValidationError into a SpecError naming the first bad field."""
+    first = exc.errors()[0]  # type: ignore[attr-defined]
+    loc = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("function-"))
+    field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "spec")
+    kind = first.get("type", "")
+    msg = first.get("msg", "valid value")
+    if kind == "missing":
+        return SpecError(field, "a value (field is required)", source=source)
+    if kind == "extra_forbidden":
+        return SpecError(field, "no such field (unknown key; check spelling)", source=source)
+    msg = msg.removeprefix("Value error, ").removeprefix("Input should be ")
+    # Validators across several fields write "FIELD: expected ..." so the line names the field.
+    named = re.match(r"^([\w.\[\]]+): expected (.*)$", msg)
+    if named:
+        inner = f"{field}.{named.group(1)}" if loc else f"{prefix}{named.group(1)}"
+        return SpecError(inner, named.group(2), source=source)
+    return SpecError(field, msg, first.get("input"), source=source)

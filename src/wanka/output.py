@@ -1,0 +1,63 @@
+"""Printing results: exactly one JSON document with --json, a readable rendering otherwise."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any, Callable
+
+from rich.console import Console
+from rich.table import Table
+
+Render = Callable[[Console], None]
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN/inf: write them as null; numpy scalars become Python numbers."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+        return _clean(value.item())
+    return value
+
+
+def dumps(payload: Any) -> str:
+    return json.dumps(_clean(payload), indent=2, allow_nan=False)
+
+
+def emit(payload: Any, render: Render | None, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(dumps(payload) + "\n")
+    elif render is not None:
+        render(Console())
+    else:
+        sys.stdout.write(dumps(payload) + "\n")
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    """A rich table with right-aligned numbers."""
+    t = Table(title=title, title_justify="left")
+    for i, col in enumerate(columns):
+        t.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        t.add_row(*[fmt(v) for v in row])
+    return t
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) >= 1e5 or abs(value) < 1e-3:
+            return f"{value:.3g}"
+        return f"{value:,.3f}".rstrip("0").rstrip(".") if abs(value) < 100 else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
