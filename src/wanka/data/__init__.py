@@ -1,0 +1,1 @@
+"""Data layer of the training runtime: tokenizers, token shards, resumable samplers."""
