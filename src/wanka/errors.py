@@ -35,7 +35,7 @@ def from_pydantic(exc: Exception, *, source: str | None = None, prefix: str = ""
     if kind == "missing":
         return SpecError(field, "a value (field is required)", source=source)
     if kind == "extra_forbidden":
-        return SpecError(field, "no such field (unknown key; check spelling)", source=source)
+        return SpecError(field, "a known field (this key is unknown; check its spelling)", source=source)
     msg = msg.removeprefix("Value error, ").removeprefix("Input should be ")
     # Validators across several fields write "FIELD: expected ..." so the line names the field.
     named = re.match(r"^([\w.\[\]]+): expected (.*)$", msg)

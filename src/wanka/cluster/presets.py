@@ -32,7 +32,12 @@ def load_cluster(name_or_path: str = DEFAULT_CLUSTER, **overrides) -> Cluster:
         if nodes * spec.gpus_per_node != spec.gpus:
             raise SpecError("gpus", f"{nodes} hosts x {spec.gpus_per_node} = {nodes * spec.gpus_per_node} "
                             f"(the hosts in {spec.scale_out.tree_csv})", spec.gpus, source=source)
-    return Cluster(spec, tree)
+    try:
+        return Cluster(spec, tree)
+    except SpecError as exc:
+        if exc.source is None:
+            raise SpecError(exc.field, exc.expected, exc.got, source=source) from None
+        raise
 
 
 def load_tree(csv_name: str, columns: list[str], base: Path | None) -> tuple[np.ndarray, int]:

@@ -1,0 +1,56 @@
+import pytest
+
+from wanka.errors import SpecError
+from wanka.hardware import gpu, gpu_names, nic, nic_names
+from wanka.hardware.catalog import DTYPES
+
+REQUIRED = ["a100-40gb", "a100-80gb", "h100-sxm", "h800", "h20", "h200", "b200", "gb200",
+            "mi300x", "ascend-910b", "ascend-910c", "mtt-s4000"]
+
+
+def test_required_accelerators_present():
+    assert set(REQUIRED) <= set(gpu_names())
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_every_figure_is_sourced_and_sane(name):
+    g = gpu(name)
+    assert {"compute", "memory", "power", "scale_up"} <= set(g.sources), "each group of figures cites a source"
+    assert all(len(text) > 10 for text in g.sources.values())
+    bf16 = g.peak("bf16")
+    # tensor-core ordering that holds on every listed part: fp32 < bf16 <= fp8
+    if g.peak_tflops.fp32 is not None:
+        assert g.peak_tflops.fp32 < bf16
+    if g.peak_tflops.fp8 is not None:
+        assert g.peak_tflops.fp8 >= bf16
+    assert 16 <= g.hbm_GB <= 512
+    assert g.scale_up.domain in (8, 72, 384)
+
+
+def test_published_anchor_figures():
+    # H100 SXM dense BF16 989.4 TFLOP/s and 3.35 TB/s (NVIDIA H100 datasheet)
+    assert gpu("h100-sxm").peak("bf16") == pytest.approx(989.4)
+    assert gpu("h100-sxm").hbm_TBps == pytest.approx(3.35)
+    # A100 312 dense BF16; H800 has H100 compute but 400 GB/s bidirectional NVLink
+    assert gpu("a100-80gb").peak("bf16") == 312
+    assert gpu("h800").peak("bf16") == gpu("h100-sxm").peak("bf16")
+    assert gpu("h800").scale_up.bandwidth_GBps < gpu("h100-sxm").scale_up.bandwidth_GBps
+    assert gpu("gb200").scale_up.domain == 72
+
+
+def test_unknown_figure_is_none_and_asking_for_it_is_an_error():
+    g = gpu("ascend-910b")
+    assert g.peak_tflops.fp8 is None
+    with pytest.raises(SpecError, match="fp8"):
+        g.peak("fp8")
+    assert set(DTYPES) == set(type(g.peak_tflops).model_fields)
+
+
+def test_nics_cover_200_400_800():
+    speeds = {nic(n).bandwidth_Gbps for n in nic_names()}
+    assert {200, 400, 800} <= speeds
+
+
+def test_unknown_gpu_names_the_field():
+    with pytest.raises(SpecError, match="^gpu: expected a catalog name"):
+        gpu("h9000")
