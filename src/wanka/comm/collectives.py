@@ -1,0 +1,179 @@
+"""Time of a collective on a group placed on the cluster hierarchy (docs/comm.md).
+
+Algorithms (sched_network.md section 3.2-3.3):
+  ring          one ring through the group in hierarchical order (NCCL's ring: rank order follows
+                the topology, so a ring leaves each unit once per channel). Latency: one step per
+                ring edge, each priced at the level it crosses. Bandwidth: the tightest level,
+                where a unit of level i-1 holding m GPUs of the group pushes the ring across its
+                boundary over all m NICs at once (SimAI calbusbw: min(nvlink, nic * nics_per_node)).
+  tree          NCCL double binary tree (all-reduce only): a chain inside the scale-up domain and a
+                binary tree over the units above; latency 2*((f0-1)*lat0 + sum log2(f_i)*lat_i),
+                bandwidth as ring (same 2S/B asymptote; NCCL algBw = 0.5*busBw).
+  hierarchical  multi-dimensional reduce-scatter up the levels then all-gather down (ASTRA-sim
+                "hierarchical"; 2-level NCCL-style intra-RS / inter-AR / intra-AG); each phase
+                is a ring among the f_i peers of that level on 1/prod(f_<i) of the data.
+  flat-ring     a topology-UNAWARE ring: rank order ignores the hierarchy, so every edge crosses the
+                group's top level and each GPU pushes through its own share of that level.
+  auto          NCCL-style choice: the fastest of ring and tree (all-reduce) over protocols
+                LL / LL128 / Simple, per message size.
+nbytes is the per-rank buffer as in nccl-tests' "size": all_reduce the whole buffer, all_gather the
+OUTPUT, reduce_scatter the INPUT, all_to_all what one rank sends in all, send_recv one message.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from wanka.comm import nccl_model as K
+from wanka.comm.groups import Group
+from wanka.errors import SpecError
+
+if TYPE_CHECKING:
+    from wanka.cluster import Cluster
+
+KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "send_recv")
+ALGORITHMS = ("auto", "ring", "tree", "hierarchical", "flat-ring")
+
+
+def _level_lat_us(cluster: "Cluster", i: int, algo: str, proto: int) -> float:
+    """Per-step latency of one hop first crossing level i (NCCL constant + extra hardware)."""
+    levels = cluster.levels
+    if i == 0:
+        return K.HW_LAT_SCALE_UP_US[algo][proto] + max(0.0, levels[0].latency_us - K.REF_SCALE_UP_LAT_US)
+    return K.HW_LAT_NET_US[algo][proto] + max(0.0, levels[i].latency_us - K.REF_NET_LAT_US)
+
+
+def _eff(i: int) -> float:
+    return K.LINK_EFFICIENCY_SCALE_UP if i == 0 else K.LINK_EFFICIENCY_NET
+
+
+def _ring_busbw_GBps(cluster: "Cluster", g: Group) -> float:
+    m = g.gpus_per_unit()
+    bw = cluster.levels[0].bandwidth_GBps * _eff(0) if g.fanout[0] > 1 else math.inf
+    for i in range(1, len(g.fanout)):
+        if g.fanout[i] > 1:  # some ring edges leave a level-(i-1) unit inside a level-i unit
+            bw = min(bw, m[i - 1] * cluster.levels[i].bandwidth_GBps * _eff(i))
+    return bw
+
+
+def _ring_edges(g: Group) -> list[int]:
+    """Ring edges (of size-1, NCCL's step count) whose outermost crossed level is i."""
+    n = g.units_used()
+    cross = [g.size - 1] + [max(u - 1, 0) for u in n]  # cross[i+1]: edges leaving level-i units
+    return [cross[i] - cross[i + 1] for i in range(len(n))]
+
+
+def _steps(kind: str, n: int) -> tuple[float, float]:
+    """(latency multiplier on the ring's edge latencies, bus factor on S/busbw)."""
+    if kind == "all_reduce":
+        return 2.0, 2.0 * (n - 1) / n
+    return 1.0, (n - 1) / n
+
+
+def _ring_time_s(cluster, kind, nbytes, g, proto) -> float:
+    lat_mult, bus = _steps(kind, g.size)
+    lat = K.BASE_LAT_US["ring"][proto]
+    for i, edges in enumerate(_ring_edges(g)):
+        lat += lat_mult * edges * _level_lat_us(cluster, i, "ring", proto)
+    bw = _ring_busbw_GBps(cluster, g) * K.PROTOCOL_BW[proto]
+    return lat * 1e-6 + bus * nbytes / (bw * 1e9)
+
+
+def _tree_time_s(cluster, nbytes, g, proto) -> float:
+    lat = (g.fanout[0] - 1) * _level_lat_us(cluster, 0, "tree", proto)
+    for i in range(1, len(g.fanout)):
+        if g.fanout[i] > 1:
+            lat += math.ceil(math.log2(g.fanout[i])) * _level_lat_us(cluster, i, "tree", proto)
+    lat = K.BASE_LAT_US["tree"][proto] + 2 * lat
+    _, bus = _steps("all_reduce", g.size)
+    bw = _ring_busbw_GBps(cluster, g) * K.PROTOCOL_BW[proto]
+    return lat * 1e-6 + bus * nbytes / (bw * 1e9)
+
+
+def _flat_ring_time_s(cluster, kind, nbytes, g, proto) -> float:
+    top = g.top_level
+    lat_mult, bus = _steps(kind, g.size)
+    lat = K.BASE_LAT_US["ring"][proto] + lat_mult * (g.size - 1) * _level_lat_us(cluster, top, "ring", proto)
+    bw = cluster.levels[top].bandwidth_GBps * _eff(top) * K.PROTOCOL_BW[proto]
+    return lat * 1e-6 + bus * nbytes / (bw * 1e9)
+
+
+def _hierarchical_time_s(cluster, kind, nbytes, g, proto) -> float:
+    """Reduce-scatter level by level inside-out, then all-gather outside-in (each a ring)."""
+    total = K.BASE_LAT_US["ring"][proto] * 1e-6
+    share = float(nbytes)
+    for i, f in enumerate(g.fanout):
+        if f <= 1:
+            continue
+        bw = cluster.levels[i].bandwidth_GBps * _eff(i) * K.PROTOCOL_BW[proto]
+        phase = (f - 1) * _level_lat_us(cluster, i, "ring", proto) * 1e-6 + (f - 1) / f * share / (bw * 1e9)
+        total += phase * (2 if kind == "all_reduce" else 1)
+        share /= f
+    return total
+
+
+def _all_to_all_time_s(cluster, nbytes, g) -> float:
+    """Each rank sends nbytes/size to every peer; traffic to peers first reached at level i
+    crosses level i and every level below it on the way out (the NIC for all network levels)."""
+    n = g.size
+    if n == 1:
+        return 0.0
+    m = g.gpus_per_unit()
+    per_peer = nbytes / n
+    bytes_at = [per_peer * (m[0] - 1)] + [per_peer * (m[i] - m[i - 1]) for i in range(1, len(m))]
+    t_bw = bytes_at[0] / (cluster.levels[0].bandwidth_GBps * _eff(0) * 1e9)
+    for i in range(1, len(m)):
+        through = sum(bytes_at[i:])  # everything that leaves a level-(i-1) unit crosses level i
+        if through > 0:
+            t_bw = max(t_bw, through / (cluster.levels[i].bandwidth_GBps * _eff(i) * 1e9))
+    top = g.top_level
+    lat_us = K.BASE_LAT_US["ring"][2] + 2 * _level_lat_us(cluster, top, "ring", 2) + K.A2A_PER_PEER_US * (n - 1)
+    return lat_us * 1e-6 + t_bw
+
+
+def _send_recv_time_s(cluster, nbytes, g) -> float:
+    top = g.top_level
+    best = math.inf
+    for proto in range(len(K.PROTOCOLS)):
+        bw = cluster.levels[top].bandwidth_GBps * _eff(top) * K.PROTOCOL_BW[proto]
+        lat = K.BASE_LAT_US["ring"][proto] + _level_lat_us(cluster, top, "ring", proto)
+        best = min(best, lat * 1e-6 + nbytes / (bw * 1e9))
+    return best
+
+
+def collective_time(cluster: "Cluster", kind: str, nbytes: float, group: Group, algorithm: str = "auto") -> float:
+    """Seconds for one collective of `kind` on `group` (see the module docstring)."""
+    if kind not in KINDS:
+        raise SpecError("kind", " | ".join(KINDS), kind)
+    if algorithm not in ALGORITHMS:
+        raise SpecError("algorithm", " | ".join(ALGORITHMS), algorithm)
+    if len(group.fanout) != len(cluster.levels):
+        raise SpecError("group.fanout", f"one entry per cluster level ({len(cluster.levels)})", group.fanout)
+    if nbytes < 0:
+        raise SpecError("nbytes", "a size >= 0", nbytes)
+    if group.size <= 1 or nbytes == 0:
+        return 0.0
+    if kind == "all_to_all":
+        return _all_to_all_time_s(cluster, nbytes, group)
+    if kind == "send_recv":
+        return _send_recv_time_s(cluster, nbytes, group)
+    if algorithm == "tree" and kind != "all_reduce":
+        algorithm = "ring"  # NCCL runs tree for all-reduce only
+    best = math.inf
+    for proto in range(len(K.PROTOCOLS)):
+        if algorithm in ("auto", "ring"):
+            best = min(best, _ring_time_s(cluster, kind, nbytes, group, proto))
+        if algorithm in ("auto", "tree") and kind == "all_reduce":
+            best = min(best, _tree_time_s(cluster, nbytes, group, proto))
+        if algorithm == "hierarchical":
+            best = min(best, _hierarchical_time_s(cluster, kind, nbytes, group, proto))
+        if algorithm == "flat-ring":
+            best = min(best, _flat_ring_time_s(cluster, kind, nbytes, group, proto))
+    return best
+
+
+def bus_bandwidth_GBps(kind: str, nbytes: float, size: int, seconds: float) -> float:
+    """nccl-tests busbw of a measured or modelled time (PERFORMANCE.md factors)."""
+    factor = {"all_reduce": 2 * (size - 1) / size, "send_recv": 1.0}.get(kind, (size - 1) / size)
+    return nbytes / seconds * factor / 1e9

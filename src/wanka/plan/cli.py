@@ -1,0 +1,174 @@
+"""`wanka plan` (search or price one layout) and `wanka plan scale` (efficiency vs cluster size).
+
+    wanka plan --model llama3-405b --cluster wanka-10k --tokens 15T --top 5
+    wanka plan --model llama3-70b --cluster meta-24k-h100 --gpus 1024 --layout "tp=8,pp=4,gbs=512" --json
+    wanka plan scale --model llama3-405b --cluster wanka-10k --gpus 1024,2048,4096,8192
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from rich.console import Console
+
+from wanka.cli import json_flag
+from wanka.cluster import DEFAULT_CLUSTER, load_cluster
+from wanka.errors import SpecError
+from wanka.layout import Layout
+from wanka.output import fmt, table
+from wanka.plan.estimate import estimate
+from wanka.plan.exposure import Options
+from wanka.plan.search import SearchStats, search
+from wanka.plan.whole_run import whole_run
+from wanka.workload import load_model
+
+SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+
+
+def parse_tokens(text: str) -> float:
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([KMBGTP]?)\s*", text or "", re.IGNORECASE)
+    if not m or float(m.group(1)) <= 0:
+        raise SpecError("--tokens", "a positive number with an optional K/M/B/T suffix, like 15T", text)
+    return float(m.group(1)) * SUFFIX[m.group(2).upper()]
+
+
+def parse_gpu_list(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SpecError("--gpus", "comma-separated GPU counts like 1024,2048,4096", text) from None
+    if not out or min(out) < 1:
+        raise SpecError("--gpus", "comma-separated positive GPU counts", text)
+    return out
+
+
+def _positive(name: str):
+    def conv(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise SpecError(name, "a positive integer", text) from None
+        if v < 1:
+            raise SpecError(name, "a positive integer", text)
+        return v
+    return conv
+
+
+def short_layout(lay) -> str:
+    """The layout string without keys at their defaults (for tables)."""
+    keep = []
+    for item in str(lay).split(","):
+        if item in ("cp=1", "ep=1", "vpp=1", "precision=bf16", "pp=1", "tp=1") or item.startswith("gbs="):
+            continue
+        keep.append(item)
+    return ",".join(keep)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="price a parallel layout or search for the best one")
+    _common(p, required=False)
+    p.add_argument("--gpus", type=_positive("--gpus"), help="use this many GPUs of the cluster")
+    p.add_argument("--tokens", default="15T", help="token budget of the whole run (e.g. 15T)")
+    p.add_argument("--gbs", type=_positive("--gbs"), help="global batch in sequences (default: 16M tokens)")
+    p.add_argument("--seq", type=_positive("--seq"), help="sequence length (default: the model's)")
+    p.add_argument("--top", type=_positive("--top"), default=5, help="layouts to show")
+    p.add_argument("--layout", help='price this layout, e.g. "tp=8,pp=16,vpp=4,gbs=2048"')
+    json_flag(p)
+    p.set_defaults(func=cmd_plan)
+    psub = p.add_subparsers(dest="plan_command", metavar="{scale}")
+    s = psub.add_parser("scale", help="efficiency of the best layout against cluster size")
+    _common(s)
+    s.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 1024,2048,4096")
+    s.add_argument("--gbs", type=_positive("--gbs"), help="global batch in sequences (default: 16M tokens)")
+    s.add_argument("--seq", type=_positive("--seq"))
+    json_flag(s)
+    s.set_defaults(func=cmd_scale)
+
+
+def _common(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--model", required=required, help="model preset or YAML/JSON spec file")
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER, help="cluster preset or YAML/JSON spec file")
+
+
+def _cluster(name: str, gpus: int | None):
+    c = load_cluster(name)
+    if gpus is None or gpus == c.gpus:
+        return c
+    if gpus > c.gpus:
+        raise SpecError("--gpus", f"at most the cluster's {c.gpus} GPUs", gpus)
+    return load_cluster(name, gpus=gpus)
+
+
+def cmd_plan(args):
+    if not args.model:
+        raise SpecError("--model", "a model preset name or spec file (wanka plan --model llama3-70b ...)")
+    model = load_model(args.model)
+    cluster = _cluster(args.cluster, args.gpus)
+    tokens = parse_tokens(args.tokens)
+    stats = None
+    if args.layout:
+        lay = Layout.parse(args.layout, field="--layout")
+        if args.gbs and lay.gbs is None:
+            lay = Layout.parse(f"{args.layout},gbs={args.gbs}", field="--layout")
+        best = estimate(model, cluster, lay, seq_len=args.seq)
+        candidates = None
+    else:
+        stats = SearchStats()
+        candidates = search(model, cluster, gbs=args.gbs, seq=args.seq, top=args.top, stats=stats)
+        best = candidates[0]
+    payload = best.to_dict() | whole_run(best, tokens, cluster)
+    if candidates is not None:
+        payload["candidates"] = [c.to_dict() for c in candidates]
+        payload["search"] = {"layouts_evaluated": stats.evaluated, "layouts_fitting": stats.timed,
+                             "seconds": stats.seconds, "layouts_per_s": stats.layouts_per_s}
+
+    def render(console: Console) -> None:
+        shown = candidates or [best]
+        rows = [[i + 1, e.step_time_s, e.mfu, e.tokens_per_s_per_gpu, e.memory_GB_per_gpu, "yes" if e.fits else "NO"]
+                for i, e in enumerate(shown)]
+        console.print(table(f"{model.name} on {cluster.name} ({cluster.gpus:,} x {cluster.gpu.name})",
+                            ["#", "step s", "MFU", "tok/s/GPU", "mem GiB", "fits"], rows))
+        for i, e in enumerate(shown):
+            console.print(f"#{i + 1} {short_layout(e.layout)},gbs={e.layout.gbs}", soft_wrap=True)
+        br = ", ".join(f"{k} {fmt(v)}" for k, v in best.breakdown.items() if v > 0)
+        console.print(f"best step breakdown (s): {br}")
+        console.print(f"{fmt(tokens)} tokens: {fmt(payload['days'])} days, {fmt(payload['gpu_hours'])} GPU-hours, "
+                      f"{fmt(payload['energy_MWh'])} MWh, ${fmt(payload['cost_usd'])} electricity")
+        if stats:
+            console.print(f"searched {stats.evaluated:,} layouts in {stats.seconds:.2f} s "
+                          f"({stats.layouts_per_s:,.0f} layouts/s), {stats.timed:,} priced (fit, not dominated)")
+
+    return payload, render
+
+
+def scale_rows(model, cluster_name: str, gpu_counts: list[int], gbs: int | None, seq: int | None) -> list[dict]:
+    rows = []
+    base = None
+    for n in gpu_counts:
+        c = _cluster(cluster_name, n)
+        best = search(model, c, gbs=gbs, seq=seq, top=1)[0]
+        # topology-unaware communication: flat rings over the whole fabric, the layout re-searched
+        flat = search(model, c, gbs=gbs, seq=seq, top=1, options=Options(algorithm="flat-ring"))[0]
+        base = base or best.tokens_per_s_per_gpu
+        rows.append({"gpus": n, "layout": str(best.layout), "mfu": best.mfu, "mfu_flat_ring": flat.mfu,
+                     "layout_flat_ring": str(flat.layout),
+                     "tokens_per_s_per_gpu": best.tokens_per_s_per_gpu,
+                     "scaling_efficiency": best.tokens_per_s_per_gpu / base, "step_time_s": best.step_time_s,
+                     "breakdown": best.breakdown})
+    return rows
+
+
+def cmd_scale(args):
+    model = load_model(args.model)
+    rows = scale_rows(model, args.cluster, parse_gpu_list(args.gpus), args.gbs, args.seq)
+
+    def render(console: Console) -> None:
+        console.print(table(f"{model.name} on {args.cluster}: best layout per size (fixed batch)",
+                            ["GPUs", "MFU", "MFU flat rings", "tok/s/GPU", "efficiency"],
+                            [[r["gpus"], r["mfu"], r["mfu_flat_ring"], r["tokens_per_s_per_gpu"],
+                              r["scaling_efficiency"]] for r in rows]))
+        for r in rows:
+            console.print(f"{r['gpus']:>7,}: {short_layout(r['layout'])}", soft_wrap=True)
+
+    return {"model": model.name, "cluster": args.cluster, "rows": rows}, render

@@ -1,0 +1,115 @@
+"""Compute time of one micro-batch through one layer on one GPU (forward, backward, recompute).
+
+Three kinds of kernels (docs/plan.md "Compute"):
+  GEMMs        2*M*N*K FLOPs at the sustained GEMM rate (plan.efficiency) times a shape factor for
+               the per-GPU dimensions after TP sharding; never faster than streaming its operands
+               from HBM (roofline). Backward = 2x forward (input and weight gradients).
+  attention    flash: causal FLOPs (half the full s x s count) at the FlashAttention rate, backward
+               2.5x forward (FlashAttention-2 recomputes QK^T: 5 GEMMs vs 2; Dao 2023 section 3.1.2).
+               unfused (Megatron before 2023): full s x s batched GEMMs plus the memory traffic of
+               materialised scores, softmax and dropout: 8 + 5*dropout bytes per score element
+               forward (write scores, softmax read+write, dropout read+write+mask, AV read), 2x that
+               backward.
+  elementwise  norms, residual adds, dropout, activation function, RoPE, MoE permutation: bytes
+               moved / sustained HBM bandwidth; replicated across TP ranks unless sequence parallel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from wanka.plan.memo import memo_by_identity
+
+from wanka.hardware import GPU
+from wanka.plan import efficiency as E
+from wanka.workload.activations import uses_dropout
+from wanka.workload.flops import Gemm, attention_dims, head_gemm, layer_gemms
+from wanka.workload.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    fwd_s: float
+    bwd_s: float
+    recompute_s: float  # extra forward work for the chosen recompute
+    hw_flops: float  # executed-by-convention FLOPs (fwd + bwd + recompute) for HFU, this GPU
+    attn_fwd_s: float  # forward attention-core time (CP overlaps its ring exchange with it)
+
+
+def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_bytes: int,
+                 moe_tokens_per_expert: float | None) -> tuple[float, float]:
+    k, n = g.k, g.n
+    if g.tp_split == "n":
+        n = n / tp
+    elif g.tp_split == "k":
+        k = k / tp
+    rows = tokens * g.per_token  # rows this GPU multiplies (MoE: its share of routed copies)
+    flops = 2.0 * rows * k * n
+    m_dim = moe_tokens_per_expert if g.expert and moe_tokens_per_expert else rows
+    t = flops / (peak * E.shape_factor(m_dim, n, k))
+    t_mem = (rows * k + k * n + rows * n) * w_bytes / hbm
+    return max(t, t_mem), flops
+
+
+@memo_by_identity(2)
+def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int, seq_full: int,
+               tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str) -> LayerTime:
+    tokens = float(mbs * seq_local)
+    peak = E.gemm_peak_flops(gpu, precision)
+    hbm = E.hbm_Bps(gpu)
+    w_bytes = 1 if precision == "fp8" else 2
+    per_expert = None
+    if moe_layer and m.moe is not None:  # rows one local expert sees: tokens of the EP group / experts
+        per_expert = tokens * m.moe.top_k * ep / m.moe.experts
+    gemm_s = gemm_flops = 0.0
+    for g in layer_gemms(m, moe_layer):
+        t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert)
+        gemm_s += t
+        gemm_flops += f
+    # attention core, this GPU: heads/tp heads, seq_local queries against seq_full keys
+    d_qk, d_v = attention_dims(m)
+    heads = m.heads / tp
+    full_flops = 2.0 * mbs * heads * seq_local * seq_full * (d_qk + d_v)
+    drop = 1.0 if uses_dropout(m) else 0.0
+    if attention == "flash":
+        attn_fwd = 0.5 * full_flops / E.attention_flops(gpu)
+        attn_bwd = 2.5 * attn_fwd
+    else:
+        batched = E.gemm_peak_flops(gpu, "bf16") * E.shape_factor(d_qk)
+        scores = mbs * heads * seq_local * seq_full
+        attn_fwd = full_flops / batched + (8 + 5 * drop) * scores / hbm
+        attn_bwd = 2 * full_flops / batched + 2 * (8 + 5 * drop) * scores / hbm
+    # elementwise traffic per token (bytes): two norms (read+write 2h each), two residual adds
+    # (read 2h+2h, write 2h), dropout masks, activation function, RoPE on q and k
+    h = m.hidden
+    repl = tokens * h * (8 + 12 + 2 * drop)
+    ffn_traffic = (6 if m.activation == "swiglu" else 4) * m.ffn_hidden
+    if moe_layer and m.moe is not None:
+        act = (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden
+        ffn_traffic = m.moe.top_k * (act + 8 * h) + m.moe.shared_experts * act
+    rope = 0 if m.norm == "layernorm" else 4 * (m.heads + m.kv_heads_) * m.head_dim_
+    split = tokens * (ffn_traffic + rope)
+    elem_fwd = (repl / (tp if sp else 1) + split / tp) / hbm
+    launch = E.KERNEL_OVERHEAD_S * E.KERNELS_PER_LAYER_FWD
+    fwd = gemm_s + attn_fwd + elem_fwd + launch
+    bwd = 2 * gemm_s + attn_bwd + 2 * elem_fwd + 2 * launch
+    attn_model_flops = full_flops  # HFU counts attention as the model convention does (full s x s)
+    hw = 3 * (gemm_flops + attn_model_flops)
+    recompute_s = 0.0
+    if recompute == "full":
+        recompute_s = fwd
+        hw += gemm_flops + attn_model_flops
+    elif recompute == "selective":
+        recompute_s = attn_fwd
+        hw += attn_model_flops
+    return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd)
+
+
+@memo_by_identity(2)
+def head_time(m: ModelSpec, gpu: GPU, mbs: int, seq_local: int, tp: int, precision: str) -> LayerTime:
+    """Output projection and fp32 softmax cross-entropy of the last stage."""
+    tokens = float(mbs * seq_local)
+    peak = E.gemm_peak_flops(gpu, precision)
+    hbm = E.hbm_Bps(gpu)
+    t, flops = _gemm_time_s(head_gemm(m), tokens, tp, peak, hbm, 2, None)
+    ce = tokens * m.vocab / tp * 4 * 3 / hbm  # logits fp32: write, read for softmax, write grad
+    return LayerTime(t + ce, 2 * t + ce, 0.0, 3 * flops, 0.0)

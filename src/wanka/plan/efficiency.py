@@ -1,0 +1,99 @@
+"""How fast kernels run relative to the datasheet peak: the few global constants of the planner.
+
+Every constant here is global (per GPU architecture, never per run) and stated with its basis.
+Where the basis is a judgement rather than a measurement, it says so; docs/plan.md lists them.
+
+GEMM_EFFICIENCY: sustained fraction of dense peak that large training GEMMs reach inside a
+training step (clocks under power capping, cuBLAS heuristics on real shapes). Basis: Megatron
+reports 52% of A100 peak end to end for 1T GPT with 12% pipeline bubble and exposed TP
+communication (Narayanan et al. SC'21, Table 1), which bounds sustained A100 GEMM efficiency to
+roughly 0.7-0.8; NVIDIA's Megatron-Core H100 runs reach 47-49% MFU (collectives.md section 5) with
+bubbles and exposed communication, bounding H100 BF16 GEMMs to ~0.65-0.75. FP8 on H100 runs at a
+lower fraction of its doubled peak (DGX Cloud recipes: FP8 MFU vs BF16-peak 1.45-1.6x, not 2x).
+These are judgements from end-to-end anchors, not micro-benchmarks we ran: Ampere 0.72 centres
+the SC'21/Korthikanti rows (tests/plan/test_plan_calibration.py); Hopper 0.62 puts Llama 3 405B at its
+published layout on 16k H100 near its reported 38-43% MFU (perf_anchors.md, collectives.md s.5).
+
+Shape penalty: a GEMM dimension d fills tensor-core tiles and SM waves less well when small; we
+use d / (d + GEMM_HALF_DIM) per dimension (half speed at a 32-wide dimension, ~96% at 768). This
+is a smooth stand-in for tile and wave quantization (CUTLASS efficient_gemm.md), an assumption.
+
+KERNEL_OVERHEAD_S: see below (small models and thin per-GPU layers only).
+
+ATTENTION_EFFICIENCY: FlashAttention-2 reaches 50-73% of A100 peak forward and less backward
+(Dao 2023, arXiv:2307.08691, section 4.1); FlashAttention-3 ~75% of H100 BF16 peak forward
+(Shah et al. 2024, arXiv:2407.08608). We use the fwd+bwd average.
+
+HBM_EFFICIENCY: memory-bound kernels (norms, activations, optimizer) reach ~80% of HBM peak
+(STREAM-like copies on A100/H100 reach 80-90%; assumption at the low end for unfused kernels).
+"""
+
+from __future__ import annotations
+
+from wanka.hardware import GPU
+
+GEMM_EFFICIENCY = {  # (architecture, precision) -> fraction of that precision's dense peak
+    ("ampere", "16bit"): 0.72,
+    ("hopper", "16bit"): 0.62,
+    ("hopper", "fp8"): 0.50,
+    ("blackwell", "16bit"): 0.62,
+    ("blackwell", "fp8"): 0.50,
+    ("other", "16bit"): 0.65,  # judgement: accelerators without public large-GEMM figures
+    ("other", "fp8"): 0.55,
+}
+ATTENTION_EFFICIENCY = {"ampere": 0.45, "hopper": 0.55, "blackwell": 0.55, "other": 0.4}
+HBM_EFFICIENCY = 0.8
+GEMM_HALF_DIM = 32
+# Fixed GPU-side cost per kernel (launch gap, ramp-up and tail of dependent kernels), seconds, and
+# kernels per transformer layer forward in a fused Megatron-style implementation (2 norms, QKV,
+# RoPE, attention, output projection, 2 bias-dropout-adds, 2 MLP GEMMs, activation, TP collectives);
+# backward issues about twice as many. 3 us is a judgement from typical CUDA launch-to-launch gaps
+# without CUDA graphs; it matters only for small per-GPU layers.
+KERNEL_OVERHEAD_S = 3e-6
+KERNELS_PER_LAYER_FWD = 14
+
+
+def architecture(g: GPU) -> str:
+    name = g.name.lower()
+    if name.startswith("a100") or name.startswith("a800") or name.startswith("a10"):
+        return "ampere"
+    if name.startswith(("h100", "h800", "h200", "h20", "gh200")):
+        return "hopper"
+    if name.startswith(("b200", "gb200", "b100", "b300", "gb300")):
+        return "blackwell"
+    return "other"
+
+
+def compute_dtype(g: GPU, precision: str) -> str:
+    """The catalog dtype whose peak the GEMMs run at."""
+    if precision == "fp8":
+        return "fp8"
+    if precision == "fp32":
+        return "tf32"
+    return precision if getattr(g.peak_tflops, precision, None) else "bf16"
+
+
+def gemm_peak_flops(g: GPU, precision: str) -> float:
+    """Sustained FLOP/s of large GEMMs at this precision."""
+    arch = architecture(g)
+    kind = "fp8" if precision == "fp8" else "16bit"
+    eff = GEMM_EFFICIENCY.get((arch, kind), GEMM_EFFICIENCY[("other", kind)])
+    return g.peak(compute_dtype(g, precision)) * 1e12 * eff
+
+
+def attention_flops(g: GPU) -> float:
+    """Sustained FLOP/s of fused (Flash) attention; it runs in 16-bit even in FP8 training."""
+    return g.peak("bf16") * 1e12 * ATTENTION_EFFICIENCY[architecture(g)]
+
+
+def hbm_Bps(g: GPU) -> float:
+    if g.hbm_TBps is None:
+        return 1.5e12  # judgement for accelerators with no public HBM figure (HBM2e class)
+    return g.hbm_TBps * 1e12 * HBM_EFFICIENCY
+
+
+def shape_factor(*dims: float) -> float:
+    out = 1.0
+    for d in dims:
+        out *= d / (d + GEMM_HALF_DIM)
+    return out

@@ -1,0 +1,169 @@
+"""Step time, throughput, MFU/HFU and memory of one layout (docs/plan.md "Estimator").
+
+Pipeline schedule (Narayanan et al. SC'21 section 2.2): with m micro-batches, pp stages and vpp
+model chunks per stage, a step takes (m + (pp-1)/vpp) * (t_f + t_b) where t_f, t_b are the forward
+and backward times of one micro-batch on the slowest stage (including its exposed TP/CP/EP
+communication and pipeline transfers); the bubble is the (pp-1)/vpp * (t_f + t_b) part. Then the
+exposed DP communication and the optimizer step (memory-bound Adam over the local shard: ~30 bytes
+per parameter -- fp32 master, m, v read and written, fp32 gradient read, 16-bit weight written).
+MFU = model_flops_per_token * tokens / (step * GPUs * BF16 dense peak); HFU counts executed FLOPs
+(recompute included) the same way. Both use the BF16 peak whatever the precision (docs/plan.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wanka.cluster import Cluster
+from wanka.errors import SpecError
+from wanka.layout import Layout
+from wanka.plan import efficiency as E
+from wanka.plan.compute import head_time, layer_time
+from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
+from wanka.plan.memory import _stage_params, fits, memory_per_gpu, stage_layers
+from wanka.workload.flops import model_flops_per_token
+from wanka.workload.spec import ModelSpec
+
+ADAM_BYTES_PER_PARAM = 30.0
+
+
+@dataclass
+class Estimate:
+    model: str
+    cluster: str
+    gpus: int
+    layout: Layout
+    seq_len: int
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    tflops_per_gpu: float
+    memory_GB_per_gpu: float
+    fits: bool
+    breakdown: dict[str, float] = field(default_factory=dict)
+    memory: dict[str, float] = field(default_factory=dict)
+    cluster_ref: Cluster | None = field(default=None, repr=False, compare=False)  # for whole_run
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "cluster": self.cluster, "gpus": self.gpus, "layout": str(self.layout),
+                "seq_len": self.seq_len, "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
+                "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu, "mfu": self.mfu, "hfu": self.hfu,
+                "tflops_per_gpu": self.tflops_per_gpu, "memory_GB_per_gpu": self.memory_GB_per_gpu,
+                "fits": self.fits, "breakdown": dict(self.breakdown), "memory": dict(self.memory)}
+
+
+def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int | None = None,
+             options: Options | None = None) -> Estimate:
+    """Price `layout` (resolved here against the cluster's GPU count) of `model` on `cluster`."""
+    opts = options or Options()
+    lay = layout.resolve(cluster.gpus, model)
+    seq = seq_len or model.seq_len
+    if seq % lay.cp:
+        raise SpecError("layout.cp", f"a divisor of the sequence length ({seq})", lay.cp)
+    gpu = cluster.gpu
+    s_loc = seq // lay.cp
+    tokens_mb = lay.mbs * s_loc
+    sp = lay.sequence_parallel
+    act_bytes = 2.0 * tokens_mb * model.hidden  # one micro-batch's activations (16-bit)
+
+    tp_s = tp_layer_comm_s(cluster, lay, act_bytes, opts)
+    kv_heads = model.heads if model.mla else model.kv_heads_
+    kv_chunk = 2.0 * 2 * tokens_mb * max(1.0, kv_heads / lay.tp) * model.head_dim_
+    dispatch = 0.0
+    if model.moe is not None:
+        dispatch = tokens_mb * model.moe.top_k * model.hidden * (1 if lay.precision == "fp8" else 2) / (lay.tp if sp else 1)
+    ep_s = ep_layer_comm_s(cluster, lay, dispatch, opts)
+
+    def stage_pass(dense: int, moe: int, last: bool):
+        fwd = bwd = rec = 0.0
+        comm = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
+        for count, is_moe in ((dense, False), (moe, True)):
+            if not count:
+                continue
+            lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
+                            lay.precision, opts.attention)
+            cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
+            ep_l = ep_s if is_moe else 0.0
+            full = lay.recompute == "full"
+            fwd += count * (lt.fwd_s + tp_s + cp_f + ep_l)
+            bwd += count * (lt.bwd_s + lt.recompute_s + tp_s * (2 if full else 1) + cp_b + ep_l * (2 if full else 1))
+            rec += count * lt.recompute_s
+            comm["tp"] += count * tp_s * (3 if full else 2)
+            comm["cp"] += count * (cp_f + cp_b)
+            comm["ep"] += count * ep_l * (3 if full else 2)
+        if last:  # the output layer and loss run on the last stage
+            ht = head_time(model, gpu, lay.mbs, s_loc, lay.tp, lay.precision)
+            fwd += ht.fwd_s
+            bwd += ht.bwd_s
+        return fwd, bwd, rec, comm
+
+    # every distinct stage (dense/MoE mix, output layer) is priced; the slowest sets the pace
+    stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in range(lay.pp)}
+    fwd, bwd, rec, comm = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
+
+    p2p = pp_p2p_s(cluster, lay, act_bytes / (lay.tp if (sp or lay.tp > 1) else 1), opts)
+    p2p_mb = 2 * lay.vpp * p2p  # one forward and one backward transfer per model chunk
+    m = lay.microbatches
+    per_mb = fwd + bwd + p2p_mb
+    pipeline_s = (m + (lay.pp - 1) / lay.vpp) * per_mb
+    bubble_s = (lay.pp - 1) / lay.vpp * per_mb
+
+    fullest = max(_distinct_stages(model, lay.pp), key=lambda i: sum(_stage_params(model, lay, i)))
+    dense_p, expert_p = _stage_params(model, lay, fullest)
+    dp = dp_comm(cluster, lay, dense_p, expert_p, sum(stage_layers(model, lay.pp, fullest)), lay.recompute, opts)
+    if opts.dp_overlap:
+        dp_exposed = max(0.0, dp.grad_s - bwd) + max(0.0, dp.param_s - fwd)
+        z3 = m * max(0.0, dp.zero3_per_microbatch_s - (fwd + bwd))
+    else:
+        dp_exposed = dp.grad_s + dp.param_s
+        z3 = m * dp.zero3_per_microbatch_s
+    shard = lay.dp * lay.cp if lay.zero >= 1 else 1
+    optimizer_s = ADAM_BYTES_PER_PARAM * (dense_p + expert_p) / shard / E.hbm_Bps(gpu)
+    step = pipeline_s + dp_exposed + z3 + optimizer_s
+
+    tokens = lay.gbs * seq
+    peak = gpu.peak("bf16") * 1e12
+    model_flops = model_flops_per_token(model, seq) * tokens
+    hw_flops = model_flops + _recompute_flops(model, seq, lay.recompute) * tokens
+    mem = memory_per_gpu(model, lay, seq, opts.attention)
+    breakdown = {
+        "compute": m * (fwd + bwd) - m * rec - m * (comm["tp"] + comm["cp"] + comm["ep"]),
+        "recompute": m * rec,
+        "tp_comm": m * comm["tp"],
+        "cp_comm": m * comm["cp"],
+        "ep_comm": m * comm["ep"],
+        "pp_comm": m * p2p_mb,
+        "pipeline_bubble": bubble_s,
+        "dp_comm": dp_exposed + z3,
+        "optimizer": optimizer_s,
+    }
+    return Estimate(
+        model=model.name, cluster=cluster.name, gpus=cluster.gpus, layout=lay, seq_len=seq,
+        step_time_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / cluster.gpus,
+        mfu=model_flops / (step * cluster.gpus * peak), hfu=hw_flops / (step * cluster.gpus * peak),
+        tflops_per_gpu=model_flops / (step * cluster.gpus) / 1e12,
+        memory_GB_per_gpu=mem.total_GiB, fits=fits(mem, gpu.hbm_GB), breakdown=breakdown,
+        memory={"weights": mem.weights_GiB, "gradients": mem.gradients_GiB, "optimizer": mem.optimizer_GiB,
+                "activations": mem.activations_GiB, "buffers": mem.buffers_GiB},
+        cluster_ref=cluster,
+    )
+
+
+def _distinct_stages(model: ModelSpec, pp: int) -> list[int]:
+    """One stage index per distinct (dense, MoE) mix, plus the first and the last stage."""
+    seen, out = set(), []
+    for i in range(pp):
+        key = (stage_layers(model, pp, i), i == 0, i == pp - 1)
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+    return out
+
+
+def _recompute_flops(model: ModelSpec, seq: int, recompute: str) -> float:
+    from wanka.workload.flops import token_flops
+
+    tf = token_flops(model, seq)
+    return {"none": 0.0, "selective": tf.recompute_selective, "full": tf.recompute_full}[recompute]

@@ -1,0 +1,134 @@
+"""Communication of a training step and the part of it that is exposed (not hidden by compute).
+
+Groups are placed as the layout maps ranks: tp innermost, then cp, ep (inside dp*cp), dp, pp
+outermost (wanka.layout). Every collective is priced by wanka.comm.collective_time on that group.
+
+  TP   Megatron tensor parallelism: per layer 2 all-reduces forward and 2 backward of the layer's
+       activations (b*s*h*2 bytes); with sequence parallelism each becomes a reduce-scatter plus an
+       all-gather of the same bytes (Korthikanti section 4.2.2); full recompute replays the forward
+       ones. Exposed unless the framework overlaps them (Options.tp_overlap: the hidden fraction).
+  CP   ring attention: cp-1 exchanges of the local K,V chunk per layer forward, K,V and their
+       gradients backward, overlapped with the attention of the chunk in hand (exposed: the excess).
+  EP   token dispatch and combine all-to-all per MoE layer, forward and backward (b*s*top_k*h bytes
+       per rank; FP8 dispatch in fp8 runs), exposed unless Options.ep_overlap.
+  PP   one send/recv of b*s*h*2 bytes (/tp with the scatter-gather optimisation or sequence
+       parallelism) per micro-batch per model chunk per direction, on the critical path.
+  DP   gradient all-reduce (zero 0) or reduce-scatter + parameter all-gather (zero >= 1) once per
+       step; hidden behind the backward (resp. the next forward) of one micro-batch when overlapped
+       (Megatron --overlap-grad-reduce / --overlap-param-gather). ZeRO-3 gathers parameters for the
+       forward, backward (and recompute) of every micro-batch and reduce-scatters gradients every
+       micro-batch, prefetched under that micro-batch's compute.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from wanka.comm import collective_time, group_for_stride
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the training framework runs: mechanisms, not fitted factors (docs/plan.md)."""
+
+    attention: str = "flash"  # flash | unfused (materialised s x s scores, pre-2023 Megatron)
+    tp_overlap: float = 0.0  # fraction of TP communication hidden under GEMMs (TE userbuffers ~)
+    dp_overlap: bool = True  # gradient reduce overlapped with backward, param gather with forward
+    ep_overlap: float = 0.0  # fraction of EP all-to-all hidden (DeepSeek DualPipe-style ~1)
+    algorithm: str = "auto"  # collective algorithm (comm.ALGORITHMS); "flat-ring": topology-unaware
+    grad_bytes: int | None = None  # DP gradient element bytes; None: 2 for fp16, else 4 (fp32 main grads)
+
+
+@lru_cache(maxsize=200_000)
+def _ct(cluster, kind, nbytes, size, stride, algorithm):
+    """collective_time on the planner's strided group (memoised: the search asks the same ones)."""
+    if size <= 1:
+        return 0.0
+    return collective_time(cluster, kind, nbytes, group_for_stride(cluster, size, stride), algorithm)
+
+
+def tp_layer_comm_s(cluster, lay, act_bytes: float, opts: Options) -> float:
+    """TP communication of one layer forward (one micro-batch); backward costs the same."""
+    if lay.tp <= 1:
+        return 0.0
+    if lay.sequence_parallel:
+        one = (_ct(cluster, "reduce_scatter", act_bytes, lay.tp, 1, opts.algorithm)
+               + _ct(cluster, "all_gather", act_bytes, lay.tp, 1, opts.algorithm))
+    else:
+        one = _ct(cluster, "all_reduce", act_bytes, lay.tp, 1, opts.algorithm)
+    return 2 * one * (1 - opts.tp_overlap)
+
+
+def cp_layer_exposed_s(cluster, lay, kv_chunk_bytes: float, attn_fwd_s: float, opts: Options) -> tuple[float, float]:
+    """(forward, backward) exposed ring-attention exchange of one layer."""
+    if lay.cp <= 1:
+        return 0.0, 0.0
+    step = _ct(cluster, "send_recv", kv_chunk_bytes, 2, lay.tp * max(1, lay.cp // 2), opts.algorithm)
+    per_step_compute = attn_fwd_s / lay.cp
+    fwd = (lay.cp - 1) * max(0.0, step - per_step_compute)
+    bwd = (lay.cp - 1) * max(0.0, 2 * step - 2.5 * per_step_compute)
+    return fwd, bwd
+
+
+def ep_layer_comm_s(cluster, lay, dispatch_bytes: float, opts: Options) -> float:
+    """Dispatch + combine all-to-all of one MoE layer forward; backward costs the same."""
+    if lay.ep <= 1:
+        return 0.0
+    # ranks: tp, cp, ep, dp -- EP groups sit at stride tp*cp inside dp; when ep does not divide dp
+    # they span the cp ranks too (Megatron-Core flattens cp x dp for experts): stride tp.
+    stride = lay.tp * lay.cp if lay.dp % lay.ep == 0 else lay.tp
+    one = _ct(cluster, "all_to_all", dispatch_bytes, lay.ep, stride, opts.algorithm)
+    return 2 * one * (1 - opts.ep_overlap)
+
+
+def pp_p2p_s(cluster, lay, act_bytes: float, opts: Options) -> float:
+    """One activation (or gradient) transfer between neighbouring stages."""
+    if lay.pp <= 1:
+        return 0.0
+    stride = lay.tp * lay.cp * lay.dp
+    return _ct(cluster, "send_recv", act_bytes, 2, stride, opts.algorithm)
+
+
+@dataclass(frozen=True)
+class DPComm:
+    grad_s: float  # gradient reduction (all-reduce, or reduce-scatter)
+    param_s: float  # parameter all-gather after the optimizer (zero >= 1)
+    zero3_per_microbatch_s: float  # ZeRO-3 gathers + reduce-scatter of one micro-batch
+
+
+def dp_comm(cluster, lay, dense_params: float, expert_params: float, layers: int, recompute: str,
+            opts: Options) -> DPComm:
+    """Per-GPU parameter counts of the stage; groups: dp*cp ranks at stride tp for dense
+    parameters, dp*cp/ep ranks at stride tp*ep for routed experts.
+
+    Collectives are issued per bucket, each paying its latency: Megatron-Core's DDP bucket is
+    max(40M, 1M * dp) parameters (DistributedDataParallelConfig.bucket_size default); ZeRO-3/FSDP
+    gathers and reduce-scatters one transformer layer at a time (FSDP unit = block)."""
+    size, stride = lay.dp * lay.cp, lay.tp
+    e_size, e_stride = size // lay.ep, lay.tp * lay.ep
+    w = 1 if lay.precision == "fp8" else 2
+    g = opts.grad_bytes or (2 if lay.precision == "fp16" else 4)
+
+    def coll(kind, bytes_per_param, chunks):
+        total = 0.0
+        for params, n, st in ((dense_params, size, stride), (expert_params, e_size, e_stride)):
+            if params > 0 and n > 1:
+                k = max(1, math.ceil(chunks(params, n)))
+                total += k * _ct(cluster, kind, params / k * bytes_per_param, n, st, opts.algorithm)
+        return total
+
+    def buckets(params, n):
+        return params / max(40e6, 1e6 * n)
+
+    def per_layer(params, n):
+        return max(1, layers)
+
+    if lay.zero == 0:
+        return DPComm(coll("all_reduce", g, buckets), 0.0, 0.0)
+    if lay.zero in (1, 2):
+        return DPComm(coll("reduce_scatter", g, buckets), coll("all_gather", w, buckets), 0.0)
+    gathers = 3 if recompute == "full" else 2
+    per_mb = gathers * coll("all_gather", w, per_layer) + coll("reduce_scatter", g, per_layer)
+    return DPComm(0.0, 0.0, per_mb)

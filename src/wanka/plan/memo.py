@@ -1,0 +1,28 @@
+"""A small memo for pure functions whose first arguments are unhashable specs (pydantic models
+with list/dict fields): they are keyed by identity and kept alive by the cache itself."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+
+def memo_by_identity(n_objects: int, maxsize: int = 200_000) -> Callable:
+    def wrap(fn: Callable) -> Callable:
+        cache: dict[tuple, Any] = {}
+
+        @functools.wraps(fn)
+        def inner(*args: Any) -> Any:
+            key = tuple(id(a) for a in args[:n_objects]) + args[n_objects:]
+            hit = cache.get(key)
+            if hit is None:
+                if len(cache) >= maxsize:
+                    cache.clear()
+                hit = (fn(*args), args[:n_objects])  # keep the objects alive while keyed by id
+                cache[key] = hit
+            return hit[0]
+
+        inner.cache_clear = cache.clear  # type: ignore[attr-defined]
+        return inner
+
+    return wrap

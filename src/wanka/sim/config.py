@@ -1,0 +1,72 @@
+"""The twin's compiled, all-numeric view of one job in a scenario (seconds, GPUs, nodes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from wanka.reliability.checkpoint import CheckpointSchedule
+from wanka.reliability.failures import FailureModel
+
+
+@dataclass(frozen=True)
+class PredictionConfig:
+    enabled: bool = False
+    recall: float = 0.0  # of failures that show precursors
+    precision: float = 1.0
+    lead_s: float = 0.0
+    drain_s: float = 0.0
+    false_alarms_per_node_s: float | None = None
+    false_return_s: float = 7200.0  # a wrongly drained node is checked and returned after 2 h [G]
+
+
+@dataclass(frozen=True)
+class StragglerConfig:
+    per_node_s: float = 0.0  # onset rate per node-second
+    slowdown: float = 1.0
+    detect_s: float = 600.0
+    evict: bool = True
+
+
+@dataclass(frozen=True)
+class TwinConfig:
+    duration_s: float
+    gpus: int
+    gpus_per_node: int
+    dp: int  # data-parallel replicas
+    failures: FailureModel
+    schedule: CheckpointSchedule
+    kind: str = "full_restart"  # full_restart | hot_spare | elastic | torchft
+    spares: int = 0
+    # per-cause arrays (same order as failures.causes)
+    cause_node: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # needs a node swap
+    cause_job_scope: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    cause_detect_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    manual_s: float = 7200.0
+    repair_s: float = 86400.0
+    manual_repair_s: float = 259200.0
+    restart_s: float = 300.0
+    requeue_s: float = 300.0
+    swap_s: float = 60.0
+    heal_s: float = 60.0
+    reconfig_s: float = 5.0
+    min_dp: int = 1
+    mem_covers_restart: bool = True
+    mem_covers_node: bool = True
+    mem_restore_s: float = 10.0
+    sto_restore_s: float = 130.0
+    flush_s: float = 0.0  # stop, take a checkpoint and wait until it is durable on storage
+    planned_per_s: float = 0.0
+    planned_restart_s: float = 300.0
+    speed_of_dp: tuple[float, ...] = ()  # speed (relative to full) with k replicas, index k = 0..dp
+    prediction: PredictionConfig = PredictionConfig()
+    stragglers: StragglerConfig = StragglerConfig()
+
+    @property
+    def nodes(self) -> int:
+        return self.gpus // self.gpus_per_node
+
+    @property
+    def rate_per_s(self) -> np.ndarray:
+        return self.failures.rates_per_hour(self.gpus, self.gpus_per_node) / 3600.0

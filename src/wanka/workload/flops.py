@@ -1,0 +1,111 @@
+"""FLOPs of one token through the model: GEMM shapes, attention core, recompute.
+
+A GEMM of (M x K) by (K x N) costs 2MNK FLOPs (forward); backward costs twice the forward (input
+and weight gradients). The attention core (QK^T and AV) costs 2 * s * heads * (d_qk + d_v) per
+token per layer counted over the full s x s score matrix, as PaLM (Chowdhery et al. 2022,
+appendix B: 6N + 12 L H Q T) and Megatron (Narayanan et al. SC'21 eq. 3) count it. A causal
+kernel (FlashAttention) executes about half of it; that is an execution detail (wanka.plan.compute),
+not part of the model FLOPs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wanka.workload.params import param_counts
+from wanka.workload.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class Gemm:
+    name: str
+    k: int  # contraction dimension
+    n: int  # output features
+    tp_split: str  # "n" (column parallel), "k" (row parallel) or "none" (replicated)
+    per_token: float = 1.0  # how many times a token passes (MoE: top_k routed copies)
+    expert: bool = False  # a routed-expert GEMM (sharded by expert parallelism)
+
+
+def attention_gemms(m: ModelSpec) -> list[Gemm]:
+    h = m.hidden
+    if m.mla is not None:
+        a = m.mla
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        return [Gemm("q_down", h, a.q_lora_rank, "none"), Gemm("q_up", a.q_lora_rank, m.heads * qk, "n"),
+                Gemm("kv_down", h, a.kv_lora_rank + a.qk_rope_head_dim, "none"),
+                Gemm("kv_up", a.kv_lora_rank, m.heads * (a.qk_nope_head_dim + a.v_head_dim), "n"),
+                Gemm("attn_out", m.heads * a.v_head_dim, h, "k")]
+    hd = m.head_dim_
+    return [Gemm("qkv", h, (m.heads + 2 * m.kv_heads_) * hd, "n"), Gemm("attn_out", m.heads * hd, h, "k")]
+
+
+def mlp_gemms(m: ModelSpec, ffn: int, per_token: float = 1.0, expert: bool = False, tag: str = "mlp") -> list[Gemm]:
+    up = 2 * ffn if m.activation == "swiglu" else ffn  # gate and up fused
+    return [Gemm(f"{tag}_up", m.hidden, up, "n", per_token, expert), Gemm(f"{tag}_down", ffn, m.hidden, "k", per_token, expert)]
+
+
+def layer_gemms(m: ModelSpec, moe_layer: bool) -> list[Gemm]:
+    out = attention_gemms(m)
+    if moe_layer and m.moe is not None:
+        out.append(Gemm("router", m.hidden, m.moe.experts, "none"))
+        if m.moe.shared_experts:
+            out += mlp_gemms(m, m.moe.shared_experts * m.moe.ffn_hidden, tag="shared")
+        out += mlp_gemms(m, m.moe.ffn_hidden, per_token=m.moe.top_k, expert=True, tag="expert")
+    else:
+        out += mlp_gemms(m, m.ffn_hidden)
+    return out
+
+
+def head_gemm(m: ModelSpec) -> Gemm:
+    return Gemm("output", m.hidden, m.vocab, "n")
+
+
+def attention_dims(m: ModelSpec) -> tuple[int, int]:
+    """(d_qk, d_v) per head."""
+    if m.mla is not None:
+        return m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim, m.mla.v_head_dim
+    return m.head_dim_, m.head_dim_
+
+
+def attention_core_flops_per_token(m: ModelSpec, seq_len: int) -> float:
+    """Forward QK^T + AV FLOPs per token per layer, full (non-causal) s x s count."""
+    d_qk, d_v = attention_dims(m)
+    return 2.0 * seq_len * m.heads * (d_qk + d_v)
+
+
+def matmul_params_active(m: ModelSpec) -> int:
+    """Parameters in GEMMs one token uses: active parameters less the input embedding (a lookup)
+    and the norm weights, plus the output projection when it is tied (its GEMM still runs)."""
+    pc = param_counts(m)
+    norms = (2 * m.layers + 1) * m.hidden * (2 if m.norm == "layernorm" else 1)
+    tied = m.vocab * m.hidden if m.tied_embeddings else 0
+    return pc.active - pc.embedding - norms + tied
+
+
+@dataclass(frozen=True)
+class TokenFlops:
+    forward: float
+    backward: float
+    recompute_full: float  # extra forward of every layer (full activation recompute)
+    recompute_selective: float  # extra forward of the attention core only
+
+    def total(self, recompute: str = "none") -> float:
+        extra = {"none": 0.0, "selective": self.recompute_selective, "full": self.recompute_full}[recompute]
+        return self.forward + self.backward + extra
+
+
+def token_flops(m: ModelSpec, seq_len: int | None = None) -> TokenFlops:
+    s = seq_len or m.seq_len
+    attn = m.layers * attention_core_flops_per_token(m, s)
+    fwd = 2.0 * matmul_params_active(m) + attn
+    head = 2.0 * m.vocab * m.hidden
+    return TokenFlops(forward=fwd, backward=2 * fwd, recompute_full=fwd - head, recompute_selective=attn)
+
+
+def model_flops_per_token(m: ModelSpec, seq_len: int | None = None) -> float:
+    """FLOPs per token for MFU: 6 * N + 6 * L * s * heads * (d_qk + d_v), no recompute.
+
+    N = active parameters in GEMMs (no input embedding, no norms, output projection included).
+    For standard attention (d_qk = d_v = head_dim) the second term is PaLM's 12 * L * H * Q * T.
+    """
+    return token_flops(m, seq_len).total("none")
