@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import time
 
-from rich.console import Console
+from wanka.output import console as output_console
 from rich.rule import Rule
 
 from wanka.cli import main as wanka
@@ -24,7 +24,7 @@ SECTIONS = [
 
 
 def main() -> int:
-    console = Console()
+    console = output_console()
     console.print(Rule("Cluster: the default wanka cluster"))
     wanka(["cluster", "show"])
     exported = None

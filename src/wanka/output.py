@@ -7,6 +7,7 @@ import math
 import sys
 from typing import Any, Callable
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -34,16 +35,23 @@ def emit(payload: Any, render: Render | None, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(dumps(payload) + "\n")
     elif render is not None:
-        render(Console())
+        render(console())
     else:
         sys.stdout.write(dumps(payload) + "\n")
 
 
+def console() -> Console:
+    """A console for human output: the terminal's width, or 160 columns when piped to a file."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
-    """A rich table with right-aligned numbers."""
-    t = Table(title=title, title_justify="left")
+    """A rich table: numeric columns right-aligned, text columns left-aligned."""
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for i, col in enumerate(columns):
-        t.add_column(col, justify="left" if i == 0 else "right")
+        values = [row[i] for row in rows if i < len(row) and row[i] is not None]
+        numeric = bool(values) and all(isinstance(v, (int, float)) for v in values)
+        t.add_column(col, justify="right" if numeric else "left", no_wrap=True)
     for row in rows:
         t.add_row(*[fmt(v) for v in row])
     return t

@@ -31,10 +31,13 @@ def cmd_list(args):
         rows.append({"name": name, "gpu": c.gpu.name, "gpus": c.gpus, "nodes": c.nodes,
                      "scale_up_domain": c.domain, "topology": c.scale_out.topology,
                      "peak_pflops_bf16": c.peak_pflops()["bf16"], "power_MW": c.power_MW()["facility"]})
+    shown = [{**r, "peak_pflops_bf16": round(r["peak_pflops_bf16"]),
+              "power_MW": None if r["power_MW"] is None else round(r["power_MW"], 1)} for r in rows]
 
     def render(console: Console) -> None:
-        cols = ["name", "gpu", "gpus", "nodes", "scale_up_domain", "topology", "peak_pflops_bf16", "power_MW"]
-        console.print(table("wanka cluster presets", cols, [[r[c] for c in cols] for r in rows]))
+        keys = ["name", "gpu", "gpus", "scale_up_domain", "topology", "peak_pflops_bf16", "power_MW"]
+        heads = ["name", "gpu", "GPUs", "domain", "scale-out", "PFLOP/s bf16", "MW"]
+        console.print(table("wanka cluster presets", heads, [[r[k] for k in keys] for r in shown]))
 
     return {"clusters": rows}, render
 

@@ -7,7 +7,7 @@ failures does to ETTR. About 5-10 s on a laptop core.
 
 from __future__ import annotations
 
-from rich.console import Console
+from wanka.output import console as output_console
 
 from wanka.output import table
 from wanka.sim import compile_scenario, load_scenario, parse_scenario, simulate
@@ -23,7 +23,7 @@ def _variant(sc, **changes):
 
 
 def run() -> None:
-    console = Console()
+    console = output_console()
     sc = load_scenario("wanka-10k-405b")
     out = simulate(compile_scenario(sc), runs=RUNS)
     job, e = out["job"], out["ettr"]
