@@ -4,22 +4,26 @@
 
 Goal (issue 4): 16,384 GPUs x 54 days x 100 runs in <= 10 s. Also 131,072 GPUs x 30 days x 20 runs.
 Failure arrivals are drawn from the superposed Poisson process of all causes, never per GPU per hour.
+Two more lines: the same S1 job with ToR crashes as leaf-wide failures (failure model
+llama3-h100-topo), and the five-job wanka-10k-shared scenario through the scheduler.
 """
 
 from __future__ import annotations
 
 import time
 
+from wanka.cluster import load_cluster
 from wanka.sim import compile_scenario, load_scenario, simulate
 from wanka.sim.sweep import with_param
 
-CASES = [("llama3-54d", 16384, 54, 100), ("llama3-54d", 131072, 30, 20)]
+CASES = [("llama3-54d", 16384, 54, 100, None), ("llama3-54d", 131072, 30, 20, None),
+         ("llama3-54d", 16384, 54, 100, "llama3-h100-topo")]
 
 
 def main() -> None:
     print(f"{'scenario':<12} {'GPUs':>8} {'days':>5} {'runs':>5} {'events/run':>11} {'seconds':>8} {'GPU-h/s':>10}")
-    for name, gpus, days, runs in CASES:
-        sc = load_scenario(name, duration_days=days)
+    for name, gpus, days, runs, failures in CASES:
+        sc = load_scenario(name, duration_days=days, failures={"model": failures} if failures else None)
         if gpus != (sc.jobs[0].gpus or 0):
             sc = with_param(sc, "gpus", gpus)
         comp = compile_scenario(sc)
@@ -29,7 +33,17 @@ def main() -> None:
         events = out["interruptions"]["unexpected"]["mean"] + out["interruptions"]["planned"]["mean"]
         gpu_h = gpus * days * 24 * runs
         print(f"{name:<12} {gpus:>8,} {days:>5} {runs:>5} {events:>11,.0f} {secs:>8.2f} {gpu_h / secs:>10.3g}"
-              f"   ETTR {out['ettr']['mean']:.3f}")
+              f"   ETTR {out['ettr']['mean']:.3f}" + (f"  ({failures})" if failures else ""))
+    from wanka.sim.multijob import simulate_cluster  # noqa: PLC0415
+
+    sc = load_scenario("wanka-10k-shared")
+    start = time.perf_counter()
+    out = simulate_cluster(sc, runs=20)
+    secs = time.perf_counter() - start
+    gpus = load_cluster(sc.cluster).gpus
+    gpu_h = gpus * sc.duration_days * 24 * 20
+    print(f"{sc.name:<12} {gpus:>8,} {sc.duration_days:>5g} {20:>5} {out['failures']['mean']:>11,.0f} {secs:>8.2f} "
+          f"{gpu_h / secs:>10.3g}   {len(sc.jobs)} jobs via the scheduler, cluster goodput {out['cluster_goodput']['mean']:.3f}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,12 @@ def _short(value: Any, limit: int = 60) -> str:
 def from_pydantic(exc: Exception, *, source: str | None = None, prefix: str = "") -> SpecError:
     """Convert a pydantic ValidationError into a SpecError naming the first bad field."""
     first = exc.errors()[0]  # type: ignore[attr-defined]
-    loc = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("function-"))
+    loc = ""
+    for part in first.get("loc", ()):
+        if isinstance(part, int):
+            loc += f"[{part}]"  # list items read jobs[0].gpus
+        elif not str(part).startswith("function-"):
+            loc += f".{part}" if loc else str(part)
     field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "spec")
     kind = first.get("type", "")
     msg = first.get("msg", "valid value")

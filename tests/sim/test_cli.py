@@ -1,6 +1,7 @@
 """`wanka simulate`: JSON keys, sweeps, HTML report, and one-line errors with exit code 2."""
 
 import json
+import re
 
 import pytest
 
@@ -44,7 +45,9 @@ def test_report_is_self_contained_html(tmp_path, capsys):
     ("jobs: [{gpus: 8}]\nduration_days: 1\nfailures: {model: nope}\n", "failures.model"),
     ("jobs: [{gpus: 12}]\nduration_days: 1\ncheckpoint: {write_s: 5}\n", "jobs[0].gpus"),
     ("jobs: []\nduration_days: 1\n", "jobs"),
-    ("jobs: [{gpus: 8, colour: red}]\nduration_days: 1\n", "jobs.0.colour"),
+    ("jobs: [{gpus: 8, colour: red}]\nduration_days: 1\n", "jobs[0].colour"),
+    ("jobs: [{gpus: 8}]\nduration_days: 1\nfailures: {causes: [{name: a}, {name: b, unit: rack9}]}\n", "failures.causes[1].unit"),
+    ("jobs: [{gpus: 8}, {gpus: 0}]\nduration_days: 1\n", "jobs[1].gpus"),
 ])
 def test_bad_scenario_exit_2_one_line(tmp_path, capsys, text, field):
     path = tmp_path / "bad.yaml"
@@ -52,6 +55,7 @@ def test_bad_scenario_exit_2_one_line(tmp_path, capsys, text, field):
     assert main(["simulate", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and field in err
+    assert re.search(r"[a-z_]\.\d+[.:\[]", err) is None  # list positions read [i], never .i
 
 
 def test_bad_flags(capsys):
@@ -71,3 +75,16 @@ def test_predict_drain_study(capsys):
     assert out["with_drain"]["drains"]["mean"] > 0 and out["without_drain"]["drains"]["mean"] == 0
     # hourly checkpoints: a drain saves ~30 min of lost work per averted failure
     assert out["with_drain"]["lost_gpu_hours"]["lost_work"] < out["without_drain"]["lost_gpu_hours"]["lost_work"]
+
+
+def test_multijob_report_and_sweep(tmp_path, capsys):
+    path = tmp_path / "m.html"
+    assert main(["simulate", "wanka-10k-shared", "--runs", "1", "--report", str(path)]) == 0
+    page = path.read_text()
+    assert page.count("data:image/png;base64,") == 2 and "<script" not in page
+    capsys.readouterr()
+    out = _json(capsys, ["simulate", "sweep", "wanka-10k-shared", "--param", "checkpoint_interval",
+                         "--values", "600,7200", "--runs", "1", "--json"])
+    assert out["mode"] == "multi-job" and [r["value"] for r in out["rows"]] == [600, 7200]
+    # rarer checkpoints lose more work per failure
+    assert out["rows"][0]["ettr_gpu_hour_weighted"] > out["rows"][1]["ettr_gpu_hour_weighted"]

@@ -23,7 +23,8 @@ from wanka.errors import SpecError
 RECOVERY = ("restart", "node_swap")
 SCOPES = ("job", "node")
 DETECT = ("explicit", "hang")
-UNITS = ("gpu", "node")
+GROUP_UNITS = ("rack", "leaf", "spine")  # a failure of one takes down every node under it (blast radius)
+UNITS = ("gpu", "node") + GROUP_UNITS
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,26 @@ class Cause:
     scope: str  # job | node
     detect: str  # explicit | hang
     precursor_share: float = 0.0
+    # group units (rack | leaf | spine): nodes under one group, set from the cluster's topology by
+    # `resolve_groups` (until then 1, i.e. one group per node); the rate is per group, or per switch
+    # when per_switch (a rail-optimized leaf group has one leaf switch per rail)
+    nodes_per_unit: float = 1.0
+    switches_per_unit: float = 1.0
+    per_switch: bool = False
+    repair_h: float | None = None  # time until the failed unit is back; None: the scenario's repair_h
+
+    @property
+    def blast(self) -> str:
+        """What one failure takes down: a node, or every node of a rack / leaf / spine group."""
+        return self.unit if self.unit in GROUP_UNITS else "node"
 
     def units(self, gpus: int, gpus_per_node: int) -> float:
-        return gpus if self.unit == "gpu" else gpus / gpus_per_node
+        if self.unit == "gpu":
+            return gpus
+        nodes = gpus / gpus_per_node
+        if self.unit == "node":
+            return nodes
+        return nodes / self.nodes_per_unit * (self.switches_per_unit if self.per_switch else 1.0)
 
 
 @dataclass(frozen=True)
@@ -95,10 +113,17 @@ def _cause_from(raw: dict[str, Any], exposure: dict[str, Any] | None, field: str
         value = raw.get(key, "explicit" if key == "detect" else None)
         if value not in allowed:
             raise SpecError(f"{field}.{key}", f"one of {', '.join(allowed)}", value)
-    if "rate_per_unit_day" in raw:
+    per_switch = "rate_per_switch_day" in raw
+    if per_switch and raw["unit"] not in GROUP_UNITS:
+        raise SpecError(f"{field}.rate_per_switch_day", f"a group unit ({', '.join(GROUP_UNITS)}) for a per-switch rate", raw["unit"])
+    if per_switch:
+        rate_h = float(raw["rate_per_switch_day"]) / 24.0
+    elif "rate_per_unit_day" in raw:
         rate_h = float(raw["rate_per_unit_day"]) / 24.0
     elif "rate_per_unit_hour" in raw:
         rate_h = float(raw["rate_per_unit_hour"])
+    elif "count" in raw and exposure and raw["unit"] in GROUP_UNITS:
+        raise SpecError(f"{field}.count", "a rate (rate_per_unit_day or rate_per_switch_day) for a group unit", raw["count"])
     elif "count" in raw and exposure:
         units = exposure["gpus"] if raw["unit"] == "gpu" else exposure["gpus"] / exposure["gpus_per_node"]
         rate_h = float(raw["count"]) / (units * exposure["days"] * 24.0)
@@ -109,13 +134,29 @@ def _cause_from(raw: dict[str, Any], exposure: dict[str, Any] | None, field: str
     share = float(raw.get("precursor_share", 0.0))
     if not 0.0 <= share <= 1.0:
         raise SpecError(f"{field}.precursor_share", "a share in [0, 1]", share)
+    repair = raw.get("repair_h")
+    if repair is not None and not float(repair) >= 0:
+        raise SpecError(f"{field}.repair_h", "hours >= 0", repair)
     return Cause(name=str(raw.get("name", "cause")), component=str(raw.get("component", "unknown")),
                  unit=raw["unit"], rate_per_unit_hour=rate_h, recovery=raw["recovery"], scope=raw["scope"],
-                 detect=raw.get("detect", "explicit"), precursor_share=share)
+                 detect=raw.get("detect", "explicit"), precursor_share=share, per_switch=per_switch,
+                 nodes_per_unit=float(raw.get("nodes_per_unit", 1.0)),
+                 repair_h=None if repair is None else float(repair))
 
 
 def build_failure_model(data: dict[str, Any], name: str = "custom", field: str = "failures") -> FailureModel:
-    """A failure model from a mapping with `causes` (and optional exposure, manual_fraction)."""
+    """A failure model from a mapping with `causes` (and optional exposure, manual_fraction).
+
+    `extends: OTHER` starts from another taxonomy model: its causes are kept, except those a cause of
+    the same name in this model replaces, and this model's other causes are added.
+    """
+    if "extends" in data:
+        base = _taxonomy().get(data["extends"])
+        if base is None:
+            raise SpecError(f"{field}.extends", f"a failure model ({', '.join(sorted(_taxonomy()))})", data["extends"])
+        own = {c["name"]: c for c in data.get("causes", [])}
+        merged = [own.pop(c["name"], c) for c in base["causes"]] + list(own.values())
+        data = {**base, **{k: v for k, v in data.items() if k != "extends"}, "causes": merged}
     causes_raw = data.get("causes")
     if not isinstance(causes_raw, list) or not causes_raw:
         raise SpecError(f"{field}.causes", "a non-empty list of causes")
@@ -125,6 +166,31 @@ def build_failure_model(data: dict[str, Any], name: str = "custom", field: str =
     if not 0.0 <= manual <= 1.0:
         raise SpecError(f"{field}.manual_fraction", "a share in [0, 1]", manual)
     return FailureModel(name=name, causes=causes, manual_fraction=manual, source=str(data.get("source", "")))
+
+
+def resolve_groups(model: FailureModel, node_groups: dict[str, np.ndarray], job_nodes: np.ndarray,
+                   switches: dict[str, float] | None = None,
+                   replica_nodes: int = 1) -> tuple[FailureModel, list[np.ndarray | None]]:
+    """Fit the group causes to a placement: `job_nodes` (node ids) on a cluster whose `node_groups`
+    give every node's group id per level ("rack", "leaf", "spine").
+
+    Returns the model with each group cause's `nodes_per_unit` set so that units() counts the groups
+    the job touches (a failure of any of them hits the job), and per cause the number of the job's
+    nodes in each touched group and the data-parallel replicas (`replica_nodes` consecutive nodes
+    each) they belong to, as rows (nodes, replicas); None for node and GPU causes.
+    """
+    causes, blast = [], []
+    for c in model.causes:
+        if c.unit not in GROUP_UNITS:
+            causes.append(c)
+            blast.append(None)
+            continue
+        _, inv, counts = np.unique(node_groups[c.unit][job_nodes], return_inverse=True, return_counts=True)
+        replicas = [len(np.unique(job_nodes[inv == g] // max(1, replica_nodes))) for g in range(len(counts))]
+        causes.append(replace(c, nodes_per_unit=len(job_nodes) / len(counts),
+                              switches_per_unit=(switches or {}).get(c.unit, 1.0)))
+        blast.append(np.stack([counts, replicas], axis=1).astype(np.int64))
+    return replace(model, causes=tuple(causes)), blast
 
 
 def load_failure_model(name: str, field: str = "failures.model") -> FailureModel:

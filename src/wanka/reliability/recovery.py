@@ -45,6 +45,10 @@ class SparePool:
     def ready_by(self, t: float) -> bool:
         return bool(self.avail_at) and self.avail_at[0] <= t
 
+    def ready_count(self, t: float) -> int:
+        """Nodes available by t (for a failure that needs several at once)."""
+        return sum(1 for a in self.avail_at if a <= t)
+
     def take(self, t_need: float, returns_at: float) -> float:
         avail = heapq.heappushpop(self.avail_at, returns_at) if self.avail_at else returns_at
         self.swaps += 1

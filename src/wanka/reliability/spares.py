@@ -32,7 +32,9 @@ def binomial_quantile(n: int, p: float, q: float) -> int:
 def p99_spares(model: FailureModel, gpus: int, gpus_per_node: int, window_h: float = 24.0, q: float = 0.99) -> int:
     """Spare nodes covering the node failures of `window_h` hours with probability q."""
     nodes = gpus // gpus_per_node
+    # single-node failures only: ByteRobust fixes catastrophic cases (32 machines, e.g. a ToR switch)
+    # at 1% probability instead of sizing the pool for them (section 6.2) [P]
     node_rate_h = sum(r for r, c in zip(model.rates_per_hour(gpus_per_node, gpus_per_node), model.causes)
-                      if c.recovery == "node_swap")
+                      if c.recovery == "node_swap" and c.blast == "node")
     p = -math.expm1(-node_rate_h * window_h)  # P[a given node fails within the window]
     return binomial_quantile(nodes, p, q)

@@ -121,9 +121,12 @@ def cmd_predict(args):
 def cmd_multi(sc, runs: int, seed: int, args):
     from wanka.sim.multijob import simulate_cluster  # noqa: PLC0415
 
+    out = simulate_cluster(sc, runs=runs, seed=seed, trace_first=bool(args.report))
     if args.report:
-        raise SpecError("--report", "a single-job scenario (multi-job reports are not built yet)", args.report)
-    out = simulate_cluster(sc, runs=runs, seed=seed)
+        from wanka.sim.report_multi import write_multi_report  # noqa: PLC0415 (matplotlib only when asked)
+
+        write_multi_report(sc, out, args.report)
+    out.pop("_trace", None)
 
     def render_multi(console: Console) -> None:
         console.print(f"[bold]{out['scenario']}[/bold]: {len(out['jobs'])} jobs on {out['cluster']}, "
@@ -134,6 +137,8 @@ def cmd_multi(sc, runs: int, seed: int, args):
                  j["interruptions"]["mean"], j["preemptions"]["mean"]] for j in out["jobs"]]
         console.print(table("jobs (mean over runs)", ["job", "GPUs", "ETTR", "finished", "completion h",
                                                       "interruptions", "preemptions"], rows))
+        if args.report:
+            console.print(f"report written to {args.report}")
 
     return out, render_multi
 
@@ -146,11 +151,16 @@ def cmd_sweep(args):
     if not args.values:
         raise SpecError("--values", "comma-separated values like 600,1800,3600")
     sc = load_scenario(args.target)
-    if len(sc.jobs) > 1:
-        raise SpecError("scenario", "a single-job scenario for sweeps", args.target)
     out = sweep(sc, args.param, parse_values(args.values, args.param), runs=args.runs, seed=args.seed)
 
     def render_sweep(console: Console) -> None:
+        if out.get("mode") == "multi-job":
+            cols = [args.param, "cluster goodput", "ETTR job-weighted", "ETTR GPU-h-weighted", "job interruptions",
+                    "jobs finished"]
+            rows = [[r["value"], r["cluster_goodput"]["mean"], r["ettr_job_weighted"], r["ettr_gpu_hour_weighted"],
+                     r["job_interruptions"]["mean"], r["jobs_finished"]] for r in out["rows"]]
+            console.print(table(f"sweep of {args.param} on {sc.name} ({len(sc.jobs)} jobs)", cols, rows))
+            return
         cols = [args.param, "ETTR", "ETTR 95%", "unexpected", "MTTF h", "ckpt interval min", "goodput"]
         rows = [[r["value"], r["ettr"]["mean"], f"{fmt(r['ettr']['ci95'][0])} - {fmt(r['ettr']['ci95'][1])}",
                  r["unexpected"]["mean"], r["mttf_h"]["mean"], r["checkpoint_interval_s"] / 60, r["goodput"]["mean"]]

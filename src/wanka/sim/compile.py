@@ -10,7 +10,7 @@ import numpy as np
 from wanka.cluster import Cluster
 from wanka.errors import SpecError
 from wanka.reliability.checkpoint import CheckpointSchedule, interval_for
-from wanka.reliability.failures import FailureModel, build_failure_model, load_failure_model
+from wanka.reliability.failures import GROUP_UNITS, FailureModel, build_failure_model, load_failure_model, resolve_groups
 from wanka.sim.config import PredictionConfig, StragglerConfig, TwinConfig
 from wanka.sim.scenario import Scenario
 from wanka.reliability.spares import p99_spares
@@ -47,6 +47,21 @@ def failure_model_of(sc: Scenario) -> FailureModel:
         if f.manual_fraction is not None:
             model = FailureModel(model.name, model.causes, f.manual_fraction, model.source)
     return model.scaled(f.scale) if f.scale != 1.0 else model
+
+
+def topology_groups(cluster: Cluster, rack_nodes: int) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Group id of every node for the blast-radius units, and how many switches serve one group.
+
+    leaf and spine come from `cluster.node_groups()` (a spine group is a pod: the nodes under one
+    spine block); a rack is `rack_nodes` consecutive nodes. A rail-optimized leaf group is served by
+    one leaf switch per rail (gpus_per_node of them), and losing any one cuts every node of the group
+    off one rail, which a collective cannot survive; any other group by one switch or unit.
+    """
+    groups = cluster.node_groups()
+    idx = np.arange(cluster.nodes)
+    out = {"rack": idx // rack_nodes, "leaf": groups.get("leaf", idx), "spine": groups.get("spine", groups.get("leaf", idx))}
+    rail = cluster.scale_out.topology == "rail-fat-tree"
+    return out, {"leaf": float(cluster.gpus_per_node) if rail else 1.0, "rack": 1.0, "spine": 1.0}
 
 
 def _storage_write_s(sc: Scenario, gpus: int) -> float:
@@ -116,6 +131,13 @@ def compile_scenario(sc: Scenario, job_index: int = 0, cluster: Cluster | None =
     gpn = cluster.gpus_per_node
     speed = job_speed(job, cluster, gpus, sc.cluster, field)
     model = failure_model_of(sc)
+    blast: list = [None] * len(model.causes)
+    if any(c.unit in GROUP_UNITS for c in model.causes):
+        # the job holds the first nodes of the cluster: node ids follow the topology, so this is a
+        # minimal-spread placement; a group failure takes down the job's nodes in that group
+        groups, switches = topology_groups(cluster, sc.failures.rack_nodes)
+        model, blast = resolve_groups(model, groups, np.arange(gpus // gpn), switches,
+                                      replica_nodes=max(1, speed.replica_gpus // gpn))
     try:
         schedule, ck_info = build_schedule(sc, model, gpus, gpn, rec.kind)
     except ValueError as exc:
@@ -134,6 +156,8 @@ def compile_scenario(sc: Scenario, job_index: int = 0, cluster: Cluster | None =
         cause_node=np.array([c.recovery == "node_swap" for c in model.causes]),
         cause_job_scope=np.array([c.scope == "job" for c in model.causes]),
         cause_detect_s=detect, manual_s=rec.manual_s, repair_s=rec.repair_h * 3600.0,
+        cause_repair_s=np.array([(rec.repair_h if c.repair_h is None else c.repair_h) * 3600.0 for c in model.causes]),
+        cause_blast=tuple(blast),
         manual_repair_s=rec.manual_repair_h * 3600.0, restart_s=rec.restart_s,
         requeue_s=rec.restart_s if rec.requeue_s is None else rec.requeue_s, swap_s=rec.swap_s,
         heal_s=rec.heal_s, reconfig_s=rec.reconfig_s, min_dp=min(rec.min_dp, speed.dp),

@@ -43,6 +43,9 @@ class TwinConfig:
     cause_node: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # needs a node swap
     cause_job_scope: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     cause_detect_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cause_repair_s: np.ndarray = field(default_factory=lambda: np.zeros(0))  # until the failed unit is back
+    # group causes: rows (job nodes lost, replicas hit), one per group the job touches; None: one node
+    cause_blast: tuple = ()
     manual_s: float = 7200.0
     repair_s: float = 86400.0
     manual_repair_s: float = 259200.0
@@ -66,6 +69,10 @@ class TwinConfig:
     @property
     def nodes(self) -> int:
         return self.gpus // self.gpus_per_node
+
+    @property
+    def has_groups(self) -> bool:
+        return any(b is not None for b in self.cause_blast)
 
     @property
     def rate_per_s(self) -> np.ndarray:

@@ -7,6 +7,12 @@ returning, replicas rejoining). Between events the job's progress, checkpoints a
 closed form from the CheckpointSchedule, so checkpoints are never events. Ties break by insertion
 order, so a seed fixes the result.
 
+A group cause (rack / leaf / spine, resolved on the job's nodes by wanka.reliability.failures.
+resolve_groups) takes down every job node under one group: the failure picks one of the groups the
+job touches, and recovery needs that many replacement nodes at once (waiting for the last of them),
+or drops every replica those nodes hold (elastic, torchft). Such a failure restores from storage:
+a peer-memory copy cannot be assumed to survive the loss of several neighbouring nodes.
+
 Accounting (job seconds; x GPUs = GPU-seconds): wall = useful + lost_work + checkpoint_stall +
 restart + waiting_for_spares + planned + degraded, where degraded is compute time not turned into
 full-speed progress (fewer replicas, stragglers). ETTR = useful / wall (reliability.md section 0:
@@ -52,7 +58,8 @@ class _Run:
         self.heap: list = []
         self.seq = 0
         self.n_cause = np.zeros(len(cfg.failures.causes), dtype=np.int64)
-        self.c = dict(planned=0, manual=0, drains=0, false_drains=0, averted=0, shrinks=0, stragglers=0)
+        self.c = dict(planned=0, manual=0, drains=0, false_drains=0, averted=0, shrinks=0, stragglers=0,
+                      correlated=0, blast_nodes=0)
         self.trace: list | None = [] if trace else None
 
     # ---- time accounting ---------------------------------------------------------------------
@@ -107,40 +114,53 @@ class _Run:
         return self.pool.take(t_need, returns_at)
 
     # ---- events ------------------------------------------------------------------------------
-    def failure(self, t: float, cause: int, manual: bool) -> None:
+    def failure(self, t: float, cause: int, manual: bool, u_group: float = 0.0) -> None:
         cfg = self.cfg
         self.n_cause[cause] += 1
         node = bool(cfg.cause_node[cause]) or manual
         detect = float(cfg.cause_detect_s[cause]) + (cfg.manual_s if manual else 0.0)
-        repair = cfg.manual_repair_s if manual else cfg.repair_s
+        repair = cfg.manual_repair_s if manual else float(cfg.cause_repair_s[cause])
+        lost, hit = 1, 1  # nodes the failure takes down, data-parallel replicas they hold
+        blast = cfg.cause_blast[cause] if cfg.cause_blast else None
+        if blast is not None:  # a rack / leaf / spine group: every job node under it is down
+            lost, hit = (int(v) for v in blast[min(int(u_group * len(blast)), len(blast) - 1)])
+            self.c["correlated"] += 1
+            self.c["blast_nodes"] += lost
         was_down = not self.running(t)
         progress = self.close(t)
         if manual:
             self.c["manual"] += 1
-        if (cfg.kind == "torchft" and node and not cfg.cause_job_scope[cause] and self.dp - 1 >= cfg.min_dp):
-            # per-step replica fault tolerance: the replica drops out, the others go on (no rollback)
-            self.dp -= 1
-            avail = self.take_node(t + detect, t + repair)
-            self.push(max(t + detect, avail) + cfg.heal_s, REJOIN)
+        if (cfg.kind == "torchft" and node and not cfg.cause_job_scope[cause] and self.dp - hit >= cfg.min_dp):
+            # per-step replica fault tolerance: the replicas drop out, the others go on (no rollback);
+            # they rejoin once all their replacement nodes are ready
+            self.dp -= hit
+            avail = max(self.take_node(t + detect, t + repair) for _ in range(lost))
+            for _ in range(hit):
+                self.push(max(t + detect, avail) + cfg.heal_s, REJOIN)
             if was_down:
                 self.set_speed()
                 return
             self.go_down(t, "restart", cfg.reconfig_s, t, 0.0)
             self.set_speed()
             return
-        covered = cfg.schedule.has_memory and not manual and (cfg.mem_covers_node if node else cfg.mem_covers_restart)
+        covered = (cfg.schedule.has_memory and not manual and lost == 1
+                   and (cfg.mem_covers_node if node else cfg.mem_covers_restart))
         restore = self.mem_abs if covered else self.sto_abs
         self.acc["lost_work"] += progress - restore
         self.seg_base = self.mem_abs = restore
         cost = cfg.restart_s
         if node:
-            shrink = cfg.kind == "elastic" and self.dp - 1 >= cfg.min_dp and not self.pool.ready_by(t + detect)
-            if shrink:  # continue with one replica fewer; grow back when a node returns
-                self.push(self.pool.lend_until_return(t + repair), GROW)
-                self.dp -= 1
+            ready = self.pool.ready_by(t + detect) if lost == 1 else self.pool.ready_count(t + detect) >= lost
+            shrink = cfg.kind == "elastic" and self.dp - hit >= cfg.min_dp and not ready
+            if shrink:  # continue with fewer replicas; grow back when the nodes return
+                back = max(self.pool.lend_until_return(t + repair) for _ in range(lost))
+                for _ in range(hit):
+                    self.push(back, GROW)
+                self.dp -= hit
                 self.c["shrinks"] += 1
-            else:
-                self.hw_ready = max(self.hw_ready, self.take_node(t + detect, t + repair))
+            else:  # all `lost` replacement nodes are needed before the job can restart
+                for _ in range(lost):
+                    self.hw_ready = max(self.hw_ready, self.take_node(t + detect, t + repair))
                 cost = node_replacement_cost_s(cfg.kind, cfg.restart_s, cfg.requeue_s, cfg.swap_s)
         if was_down:
             cost = max(cost, self.pending_cost)
@@ -174,10 +194,10 @@ class _Run:
         while self.heap and self.heap[0][0] < end:
             t, _, kind, data = heapq.heappop(self.heap)
             if kind == FAIL:
-                idx, cause, u_thin, u_manual = data
+                idx, cause, u_thin, u_manual, u_group = data
                 if idx in averted or u_thin * cfg.dp >= self.dp:  # thinning: only active replicas fail
                     continue
-                self.failure(t, cause, u_manual < cfg.failures.manual_fraction)
+                self.failure(t, cause, u_manual < cfg.failures.manual_fraction, u_group)
             elif kind == PLANNED:
                 self.c["planned"] += 1
                 self.planned_stop(t, "planned", cfg.planned_restart_s, None)
@@ -220,7 +240,9 @@ def draw_events(cfg: TwinConfig, rng: np.random.Generator) -> list:
     times = times_h * 3600.0
     k = len(times)
     u = rng.random((2, k))
-    events: list = [(float(times[i]), i, FAIL, (i, int(causes[i]), float(u[0, i]), float(u[1, i]))) for i in range(k)]
+    ug = rng.random(k) if cfg.has_groups else np.zeros(k)  # which group a group failure hits
+    events: list = [(float(times[i]), i, FAIL, (i, int(causes[i]), float(u[0, i]), float(u[1, i]), float(ug[i])))
+                    for i in range(k)]
     seq = k
     n_pl = rng.poisson(cfg.planned_per_s * cfg.duration_s)
     for t in np.sort(rng.random(n_pl)) * cfg.duration_s:

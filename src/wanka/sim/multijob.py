@@ -1,12 +1,20 @@
 """Multi-job twin: several jobs share a cluster through `wanka.sched.Scheduler`.
 
-The scheduler (a clock-free state machine) places gangs, queues, preempts and keeps the spare pool;
-this loop owns the clock and each job's progress. Failures arrive on the whole cluster as one
-superposed Poisson process (rate per node x nodes) and land on a uniformly random node:
-  * node_swap causes take the node down (`fail_nodes`); every job on it stops, rolls back to its last
-    durable checkpoint and is requeued; the node returns after repair (`repair_nodes`). With
-    hot_spare recovery a spare is put into service (`take_spare`) so the job can restart at once.
-  * restart causes crash only the job on that node (if any); it restarts in place.
+The scheduler (a clock-free state machine) places gangs, queues, preempts, resizes elastic jobs and
+keeps the spare pool; this loop owns the clock and each job's progress. Failures arrive on the whole
+cluster as one superposed Poisson process and land on a uniformly random node; a group cause (rack /
+leaf / spine) takes down every node of that node's group (`cluster.node_groups()`):
+  * node_swap causes take the nodes down (`fail_nodes`); every job there stops, rolls back to its
+    last durable checkpoint and is requeued; the nodes return after repair (`repair_nodes`). With
+    hot_spare recovery as many spares as failed busy nodes are put into service (`take_spare`).
+  * restart causes crash only the jobs on those nodes; they restart in place.
+  * elastic: jobs are submitted with min_gpus = min_dp replicas, so a requeued job restarts at once
+    on the GPUs that are free (at the planner's speed for the replicas it got) and the scheduler
+    grows it back (`Resize`: checkpoint, restart and restore) when GPUs return.
+  * torchft: as elastic, but a node failure rolls nothing back: the surviving replicas keep their
+    state, so the restart costs `reconfig_s` (plus `heal_s` when it lands on other GPUs) and a grow
+    back costs `reconfig_s` (torchft quorum change, PyTorch blog 2025 [P]). Job-scoped failures roll
+    back as under every policy.
 A preempted job (second-order preemption, Kokolis et al. [Q]) also rolls back. A (re)started job pays
 detect + restart + restore before computing; checkpoints stall it as in the single-job engine.
 Per-job ETTR = useful / (end - first start); cluster goodput = useful GPU-hours / cluster GPU-hours.
@@ -20,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wanka.errors import SpecError
-from wanka.sim.compile import compile_scenario, spare_nodes
+from wanka.reliability.failures import GROUP_UNITS, resolve_groups
+from wanka.sim.compile import compile_scenario, failure_model_of, spare_nodes, topology_groups
 from wanka.sim.outputs import run_seeds, stat
 from wanka.sim.scenario import Scenario
 from wanka.sim.speeds import load_sized_cluster
@@ -35,6 +44,9 @@ class _JobRun:
     schedule: object
     gpus: int
     restore_s: float
+    dp: int = 1  # data-parallel replicas at full size
+    replica: int = 1  # GPUs per replica
+    speed_of_dp: tuple = ()  # planner speed with k replicas (index k)
     status: str = "pending"  # pending | queued | restarting | computing | done
     version: int = 0
     seg_start: float = 0.0
@@ -47,6 +59,8 @@ class _JobRun:
     acc: dict = field(default_factory=lambda: dict.fromkeys(("lost_work", "checkpoint_stall", "restart", "queued", "degraded"), 0.0))
     interruptions: int = 0
     preemptions: int = 0
+    gpu_ids: tuple = ()
+    ft_pending: bool = False  # torchft: requeued after losing replicas, state kept by the survivors
 
     def close(self, t: float) -> float:
         if self.status != "computing":
@@ -68,7 +82,15 @@ class _JobRun:
         self.version += 1
 
 
-def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = None) -> dict:
+def _speed(d, jr: "_JobRun") -> float:
+    """Speed of a job on the GPUs a decision gave it: the scheduler's placement factor times the
+    planner's speed with the whole replicas those GPUs hold (k/dp without a planner)."""
+    k = max(1, min(jr.dp, len(d.gpu_ids) // jr.replica))
+    rel = jr.speed_of_dp[k] if jr.speed_of_dp else k / jr.dp
+    return d.speed_factor * rel
+
+
+def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = None, trace_first: bool = False) -> dict:
     runs = sc.runs if runs is None else runs
     seed = sc.seed if seed is None else seed
     from wanka.sched import Job, Preempt, Resize, Scheduler, Start  # noqa: PLC0415 (sched sits above nothing here)
@@ -81,18 +103,27 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
         if job.gpus is None:
             raise SpecError(f"jobs[{i}].gpus", "a GPU count (multi-job scenarios)")
         comps.append(compile_scenario(sc, i, cluster))
-    cfg0 = comps[0].config
-    model = cfg0.failures
+    rec = sc.recovery
+    kind = rec.kind
     gpn, nodes = cluster.gpus_per_node, cluster.nodes
+    # failures over the whole cluster: group causes (rack / leaf / spine) resolved on every node
+    model = failure_model_of(sc)
+    groups, switches = topology_groups(cluster, sc.failures.rack_nodes)
+    if any(c.unit in GROUP_UNITS for c in model.causes):
+        model, _ = resolve_groups(model, groups, np.arange(nodes), switches)
+    repair_s = [(rec.repair_h if c.repair_h is None else c.repair_h) * 3600.0 for c in model.causes]
     total = sum(j.gpus for j in sc.jobs)
-    spares = spare_nodes(sc.recovery.spares, cluster, total, model, sc.recovery.repair_h) if sc.recovery.kind == "hot_spare" else 0
+    spares = spare_nodes(rec.spares, cluster, total, model, rec.repair_h) if kind == "hot_spare" else 0
     spares = min(spares, nodes - 1)
     end = sc.duration_days * 86400.0
     per_run = []
-    for rs in run_seeds(seed, runs):
+    trace: list | None = None
+    first_trace: list | None = None
+    for r_i, rs in enumerate(run_seeds(seed, runs)):
         rng = np.random.default_rng(rs)
         s = Scheduler(cluster, policy=sc.sched_policy, spare_nodes=spares)
-        jobs = [_JobRun(i, j.work_h * 3600.0, c.config.schedule, j.gpus, c.config.sto_restore_s)
+        jobs = [_JobRun(i, j.work_h * 3600.0, c.config.schedule, j.gpus, c.config.sto_restore_s,
+                        dp=c.config.dp, replica=c.speed.replica_gpus, speed_of_dp=c.config.speed_of_dp)
                 for i, (j, c) in enumerate(zip(sc.jobs, comps))]
         ids = {f"{i}:{j.name}": jr for i, (j, jr) in enumerate(zip(sc.jobs, jobs))}
         times_h, causes = model.draw(rng, end / 3600.0, cluster.gpus, gpn)
@@ -101,54 +132,78 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
         heap += [(float(t) * 3600.0, len(sc.jobs) + k, FAIL, int(where[k]), int(causes[k])) for k, t in enumerate(times_h)]
         heapq.heapify(heap)
         seq = len(heap)
-        counts = {"failures": len(times_h), "job_hits": 0, "preemptions": 0}
+        counts = {"failures": len(times_h), "job_hits": 0, "preemptions": 0, "node_failures": 0, "nodes_down": 0,
+                  "ft_recoveries": 0, "resizes": 0}
+        trace = [] if trace_first and r_i == 0 else None
+        if trace is not None:
+            first_trace = trace
 
-        def push(t, kind, a, b=0):
+        def push(t, kind_, a, b=0):
             nonlocal seq
-            heapq.heappush(heap, (t, seq, kind, a, b))
+            heapq.heappush(heap, (t, seq, kind_, a, b))
             seq += 1
+
+        def mark(jr: _JobRun, t: float, status: str) -> None:
+            jr.status = status
+            if trace is not None:
+                trace.append((t, jr.idx, status))
 
         def stop(jr: _JobRun, t: float) -> None:
             jr.rollback(t)
-            jr.status, jr.stopped_at = "queued", t
+            jr.stopped_at = t
+            mark(jr, t, "queued")
+
+        def begin(jr: _JobRun, t: float, cost: float) -> None:
+            jr.version += 1
+            jr.acc["restart"] += cost
+            mark(jr, t, "restarting")
+            push(t + cost, RESUME, jr.idx, jr.version)
 
         def apply(decisions, t: float) -> None:
             for d in decisions:
                 jr = ids[d.job_id]
                 if isinstance(d, Start):
                     if jr.first_start is None:
-                        jr.first_start, cost = t, sc.recovery.restart_s
-                    else:
-                        cost = sc.recovery.detect_s + sc.recovery.restart_s + jr.restore_s
+                        jr.first_start, cost = t, rec.restart_s
+                    elif jr.ft_pending:  # torchft: the survivors kept their state; new replicas heal from a peer
+                        cost = rec.reconfig_s + (0.0 if set(d.gpu_ids) <= set(jr.gpu_ids) else rec.heal_s)
                         jr.acc["queued"] += t - (jr.stopped_at or t)
-                    jr.speed = d.speed_factor * len(d.gpu_ids) / jr.gpus
-                    jr.status, jr.version = "restarting", jr.version + 1
-                    jr.acc["restart"] += cost
-                    push(t + cost, RESUME, jr.idx, jr.version)
+                    else:
+                        cost = rec.detect_s + rec.restart_s + jr.restore_s
+                        jr.acc["queued"] += t - (jr.stopped_at or t)
+                    jr.ft_pending = False
+                    jr.speed, jr.gpu_ids = _speed(d, jr), tuple(d.gpu_ids)
+                    begin(jr, t, cost)
                 elif isinstance(d, Preempt):
                     stop(jr, t)
                     jr.preemptions += 1
                     counts["preemptions"] += 1
                 elif isinstance(d, Resize):
-                    jr.close(t)
-                    jr.speed = d.speed_factor * len(d.gpu_ids) / jr.gpus
-                    if jr.status == "computing":
-                        jr.version += 1
-                        push_done(jr, t)
+                    counts["resizes"] += 1
+                    progress = jr.close(t)
+                    jr.durable = max(jr.durable, progress)  # a planned resize checkpoints first: no work lost
+                    jr.speed, jr.gpu_ids = _speed(d, jr), tuple(d.gpu_ids)
+                    if jr.status == "computing":  # torchft re-forms the quorum; others stop and restart
+                        begin(jr, t, rec.reconfig_s if kind == "torchft" else rec.restart_s + jr.restore_s)
 
         def push_done(jr: _JobRun, t: float) -> None:
             push(t + jr.schedule.wall_for_compute((jr.work_s - jr.base) / max(jr.speed, 1e-12)), DONE, jr.idx, jr.version)
 
         names = list(ids)
         while heap and heap[0][0] < end:
-            t, _, kind, a, b = heapq.heappop(heap)
-            if kind == SUBMIT:
+            t, _, kind_, a, b = heapq.heappop(heap)
+            if kind_ == SUBMIT:
                 j = sc.jobs[a]
-                s.submit(Job(names[a], gpus=j.gpus, submit_s=t, duration_s=j.work_h * 3600.0, priority=j.priority), t)
-                jobs[a].status = "queued"
-            elif kind == FAIL:
+                elastic = kind in ("elastic", "torchft")
+                lo = jobs[a].replica * min(rec.min_dp, jobs[a].dp) if elastic else None
+                s.submit(Job(names[a], gpus=j.gpus, submit_s=t, duration_s=j.work_h * 3600.0, priority=j.priority,
+                             min_gpus=lo, max_gpus=j.gpus if elastic else None), t)
+                mark(jobs[a], t, "queued")
+            elif kind_ == FAIL:
                 cause = model.causes[b]
-                owners = set(s.free.owner[a * gpn:(a + 1) * gpn].tolist()) - {-1}
+                hit_nodes = np.nonzero(groups[cause.unit] == groups[cause.unit][a])[0].tolist() \
+                    if cause.unit in GROUP_UNITS else [a]
+                owners = set(np.concatenate([s.free.owner[n * gpn:(n + 1) * gpn] for n in hit_nodes]).tolist()) - {-1}
                 running = [n for n in names if s.jobs.get(n) is not None and s.jobs[n].slot in owners]
                 if cause.recovery == "restart":
                     for n in running:  # the job crashes and restarts on the same GPUs
@@ -156,41 +211,55 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
                         jr.rollback(t)
                         jr.interruptions += 1
                         counts["job_hits"] += 1
-                        cost = sc.recovery.detect_s + sc.recovery.restart_s + jr.restore_s
-                        jr.acc["restart"] += cost
-                        jr.status = "restarting"
-                        push(t + cost, RESUME, jr.idx, jr.version)
+                        begin(jr, t, rec.detect_s + rec.restart_s + jr.restore_s)
                     continue
-                if a in s.down:
+                fresh = [n for n in hit_nodes if n not in s.down]
+                if not fresh:
                     continue
-                for n in s.fail_nodes([a], t):
+                counts["node_failures"] += 1
+                counts["nodes_down"] += len(fresh)
+                with_jobs = sum(1 for n in fresh if (s.free.owner[n * gpn:(n + 1) * gpn] >= 0).any())
+                for n in s.fail_nodes(fresh, t):
                     jr = ids[n]
-                    stop(jr, t)
                     jr.interruptions += 1
                     counts["job_hits"] += 1
-                    if spares:
-                        s.take_spare(1, near=[a])
-                push(t + sc.recovery.repair_h * 3600.0, REPAIR, a)
-            elif kind == REPAIR:
+                    if kind == "torchft" and cause.scope == "node":  # replicas drop out, no rollback
+                        jr.close(t)
+                        jr.ft_pending, jr.stopped_at = True, t
+                        counts["ft_recoveries"] += 1
+                        mark(jr, t, "queued")
+                    else:
+                        stop(jr, t)
+                if spares and with_jobs and s.spares:
+                    s.take_spare(min(with_jobs, len(s.spares)), near=fresh[:1])
+                for n in fresh:
+                    push(t + repair_s[b], REPAIR, n)
+            elif kind_ == REPAIR:
                 s.repair_nodes([a], t)
-            elif kind == RESUME:
+            elif kind_ == RESUME:
                 jr = jobs[a]
                 if b != jr.version or jr.status != "restarting":
                     continue
-                jr.status, jr.seg_start = "computing", t
+                jr.seg_start = t
+                mark(jr, t, "computing")
                 push_done(jr, t)
-            elif kind == DONE:
+            elif kind_ == DONE:
                 jr = jobs[a]
                 if b != jr.version or jr.status != "computing":
                     continue
                 jr.close(t)
-                jr.base, jr.status, jr.end = jr.work_s, "done", t
+                jr.base, jr.end = jr.work_s, t
+                mark(jr, t, "done")
                 s.finish(names[a], t)
             apply(s.schedule(t), t)
         for jr in jobs:
             jr.close(end)
         per_run.append((jobs, counts))
-    return _summary(sc, cluster, per_run, end, runs, seed)
+    out = _summary(sc, cluster, per_run, end, runs, seed)
+    out["recovery"] = kind
+    if first_trace is not None:
+        out["_trace"] = first_trace
+    return out
 
 
 def _summary(sc: Scenario, cluster, per_run, end: float, runs: int, seed: int) -> dict:
@@ -221,4 +290,8 @@ def _summary(sc: Scenario, cluster, per_run, end: float, runs: int, seed: int) -
         "failures": stat([c["failures"] for _, c in per_run]),
         "job_interruptions": stat([c["job_hits"] for _, c in per_run]),
         "preemptions": stat([c["preemptions"] for _, c in per_run]),
+        "nodes_down_per_failure": stat([c["nodes_down"] / c["node_failures"] if c["node_failures"] else np.nan
+                                        for _, c in per_run]),
+        "torchft_recoveries": stat([c["ft_recoveries"] for _, c in per_run]),
+        "resizes": stat([c["resizes"] for _, c in per_run]),
     }

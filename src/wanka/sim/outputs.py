@@ -74,6 +74,7 @@ def summarise(comp: Compiled, results: list[dict], runs: int, seed: int) -> dict
             "planned": stat(counts["planned"]),
             "expected_unexpected": lam_h * hours,
             "manual": stat(counts["manual"]),
+            "correlated": stat(counts["correlated"]),  # rack / leaf / spine failures (several nodes at once)
             "by_cause": {c.name: stat(by_cause[:, i]) for i, c in enumerate(cfg.failures.causes)},
         },
         "mttf_h": {**stat(mttf), "expected": (1.0 / lam_h) if lam_h > 0 else None},
@@ -81,7 +82,8 @@ def summarise(comp: Compiled, results: list[dict], runs: int, seed: int) -> dict
         "lost_work_per_interruption_h": stat(acc["lost_work"] / np.maximum(unexpected, 1) / 3600.0),
         "useful_gpu_hours": stat(useful_gpu_h),
         "spares": {"pool_nodes": cfg.spares, "swaps": stat(counts["swaps"]), "waits": stat(counts["waits"]),
-                   "min_available": stat(counts["pool_min"]), "elastic_shrinks": stat(counts["shrinks"])},
+                   "min_available": stat(counts["pool_min"]), "elastic_shrinks": stat(counts["shrinks"]),
+                   "nodes_lost_in_group_failures": stat(counts["blast_nodes"])},
         "prediction": {"drains": stat(counts["drains"]), "false_drains": stat(counts["false_drains"]),
                        "averted_failures": stat(counts["averted"])},
         "stragglers": stat(counts["stragglers"]),

@@ -44,8 +44,13 @@ class JobSpec(_Strict):
 class CauseSpec(_Strict):
     name: str
     component: str = "unknown"
-    unit: Literal["gpu", "node"] = "node"
+    # rack | leaf | spine: a failure takes down every node of that group (cluster.node_groups()); the
+    # rate is per group, or per switch with rate_per_switch_day (a rail-optimized leaf group has one
+    # leaf switch per rail)
+    unit: Literal["gpu", "node", "rack", "leaf", "spine"] = "node"
     rate_per_unit_day: float | None = Field(default=None, ge=0)
+    rate_per_switch_day: float | None = Field(default=None, ge=0)
+    repair_h: float | None = Field(default=None, ge=0)  # default: recovery.repair_h
     count: float | None = Field(default=None, ge=0)
     recovery: Literal["restart", "node_swap"] = "node_swap"
     scope: Literal["job", "node"] = "node"
@@ -59,6 +64,9 @@ class FailureSpec(_Strict):
     causes: list[CauseSpec] | None = None
     exposure: dict[str, float] | None = None  # {gpus, gpus_per_node, days} for `count` causes
     manual_fraction: float | None = Field(default=None, ge=0, le=1)
+    # nodes per rack for `unit: rack` causes: Meta RSC "2 servers per rack" [Q] (Kokolis et al.);
+    # Meta's 24k H100 racks hold 16 GPUs in two servers [P] (cluster preset meta-24k-h100)
+    rack_nodes: int = Field(default=2, ge=1)
 
 
 class PlannedSpec(_Strict):
@@ -166,11 +174,27 @@ def scenario_names() -> list[str]:
     return preset_names("wanka.sim")
 
 
+def _indexed(loc) -> str:
+    """A pydantic location as the twin writes fields everywhere: jobs[0].gpus, failures.causes[2].unit."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not str(part).startswith("function-"):
+            out += f".{part}" if out else str(part)
+    return out
+
+
 def parse_scenario(data: dict[str, Any], source: str | None = None) -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise from_pydantic(exc, source=source) from None
+        err = from_pydantic(exc, source=source)
+        plain = ".".join(str(p) for p in exc.errors()[0].get("loc", ()) if not str(p).startswith("function-"))
+        indexed = _indexed(exc.errors()[0].get("loc", ()))
+        if plain and err.field.startswith(plain):  # list positions as [i], one form in every message
+            err = SpecError(indexed + err.field[len(plain):], err.expected, err.got, source=err.source)
+        raise err from None
 
 
 def load_scenario(name_or_path: str, **overrides: Any) -> Scenario:

@@ -35,6 +35,11 @@ def with_param(sc: Scenario, param: str, value: float) -> Scenario:
         data["checkpoint"].update(policy="fixed", interval_s=value)
     elif param == "spares":
         data["recovery"]["spares"] = int(value)
+    elif param == "gpus" and len(sc.jobs) > 1:  # several jobs: the cluster's size
+        cluster = load_sized_cluster(sc.cluster, None)
+        if value < 1 or int(value) % cluster.gpus_per_node:
+            raise SpecError("--values", f"cluster sizes that are multiples of gpus_per_node ({cluster.gpus_per_node})", value)
+        data["cluster_gpus"] = int(value)
     elif param == "gpus":
         gpus = int(value)
         job = data["jobs"][0]
@@ -53,7 +58,28 @@ def with_param(sc: Scenario, param: str, value: float) -> Scenario:
     return parse_scenario(data, f"sweep {param}={value:g}")
 
 
+def sweep_multi(sc: Scenario, param: str, values: list[float], runs: int | None = None, seed: int | None = None) -> dict:
+    """A sweep of a multi-job scenario (through the scheduler); `gpus` is the cluster's size."""
+    from wanka.sim.multijob import simulate_cluster  # noqa: PLC0415
+
+    rows = []
+    for v in values:
+        out = simulate_cluster(with_param(sc, param, v), runs=runs, seed=seed)
+        rows.append({
+            "value": int(v) if v == int(v) else v,
+            "cluster_goodput": out["cluster_goodput"],
+            "ettr_job_weighted": out["ettr_job_weighted"],
+            "ettr_gpu_hour_weighted": out["ettr_gpu_hour_weighted"],
+            "job_interruptions": out["job_interruptions"],
+            "jobs_finished": sum(j["finished"]["mean"] or 0.0 for j in out["jobs"]),
+            "jobs": {j["name"]: {"ettr": j["ettr"]["mean"], "completion_h": j["completion_h"]["mean"]} for j in out["jobs"]},
+        })
+    return {"scenario": sc.name, "mode": "multi-job", "param": param, "values": values, "rows": rows}
+
+
 def sweep(sc: Scenario, param: str, values: list[float], runs: int | None = None, seed: int | None = None) -> dict:
+    if len(sc.jobs) > 1:
+        return sweep_multi(sc, param, values, runs, seed)
     rows = []
     for v in values:
         out = simulate(compile_scenario(with_param(sc, param, v)), runs=runs, seed=seed)
