@@ -25,6 +25,7 @@ def main() -> None:
         seconds = time.perf_counter() - t0
         print(f"{label}: layouts evaluated {stats.evaluated}, priced {stats.timed} (fit, not dominated), seconds {seconds:.3f}, "
               f"layouts/s {stats.evaluated / seconds:,.0f}; best {best.layout} MFU {best.mfu:.3f}")
+    print(f"global batch {stats.gbs} sequences ({stats.gbs_rule}); not priced: {dict(stats.dropped)}")
 
 
 if __name__ == "__main__":

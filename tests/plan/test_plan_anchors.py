@@ -56,3 +56,43 @@ def test_megatron_core_h100_weak_scaling_rows():
         print(f"{k:26s} {v:+.3f}")
     assert len(errors) == 9
     assert statistics.median(abs(v) for v in errors.values()) <= 0.15
+
+
+def test_llama3_405b_long_context_cp16_mfu_in_metas_count():
+    # Llama 3 paper Table 4: 131,072-token sequences, TP8 CP16 PP16 DP8, 16 sequences per DP rank,
+    # 16,384 H100: 38% MFU. Meta appears to count causal attention (half the s x s term; an
+    # inference, docs/plan.md); ours counts the full s x s, so convert.
+    # zero=2: Meta's FSDP shards gradients (s.3.3.2); vpp 4 assumed (V not published).
+    from wanka.workload.flops import attention_core_flops_per_token, model_flops_per_token
+
+    m = load_model("llama3-405b")
+    c = load_cluster("meta-24k-h100", gpus=16384)
+    s = 131072
+    e = estimate(m, c, Layout.parse("tp=8,pp=16,vpp=4,cp=16,gbs=128,zero=2"), seq_len=s)
+    full = model_flops_per_token(m, s)
+    causal = full - 1.5 * m.layers * attention_core_flops_per_token(m, s)  # fwd + bwd, half the scores
+    print(f"llama3-405b 131k CP16: MFU full count {e.mfu:.3f}, causal count {e.mfu * causal / full:.3f}, "
+          f"{e.memory_GB_per_gpu:.1f} GiB")
+    assert e.fits
+    assert 0.32 <= e.mfu * causal / full <= 0.44
+
+
+def test_fp8_speedup_matches_nvidia_dgx_cloud_nemotron4_340b():
+    # collectives.md s.5 (dgxc-benchmarking 24.11, H100): Nemotron-4 340B BF16 55.4 -> 52.8% MFU
+    # (BF16 peak), FP8 40.4 -> 36.6% (FP8 peak) from 128 to 2,048 GPUs: FP8 runs 1.46x / 1.39x the
+    # BF16 speed. Shape from the Nemotron-4 340B report (96 layers, h 18432, 96 heads, 8 KV heads,
+    # ffn 4h squared-ReLU = 2 matrices, vocab 256k, 4K). Layout assumed (recipe details not here):
+    # TP8 PP8 vpp 12, 16 micro-batches per pipeline, half the TP traffic overlapped.
+    from wanka.workload import parse_model_spec
+
+    m = parse_model_spec(dict(name="nemotron4-340b-shape", layers=96, hidden=18432, heads=96, kv_heads=8,
+                              ffn_hidden=73728, vocab=256000, seq_len=4096, activation="gelu", norm="rmsnorm"))
+    ratios = []
+    for n in (128, 2048):
+        c = load_cluster("meta-24k-h100", gpus=n)
+        gbs = n // 64 * 16
+        t = [estimate(m, c, Layout.parse(f"tp=8,pp=8,vpp=12,gbs={gbs},precision={p}"),
+                      options=Options(tp_overlap=0.5)).step_time_s for p in ("bf16", "fp8")]
+        ratios.append(t[0] / t[1])
+    print("FP8/BF16 speed-up at 128, 2048 GPUs:", ratios)
+    assert all(1.3 <= r <= 1.6 for r in ratios)

@@ -18,6 +18,9 @@ BAD = [
     ["plan", "--model", "llama3-8b", "--gpus", "99999999"],
     ["plan"],
     ["plan", "scale", "--model", "llama3-8b", "--gpus", "64,abc"],
+    ["plan", "--model", "llama3-8b", "--recompute-modules", "layernorm,foo"],
+    ["plan", "--model", "llama3-8b", "--gpus", "8", "--layout", "tp=8", "--pipeline", "dualpipe"],  # pp=1
+    ["plan", "--model", "llama3-8b", "--pipeline", "gpipe"],
 ]
 
 

@@ -86,3 +86,12 @@ def test_context_parallelism_cuts_activations():
     four = estimate(m, c, Layout.parse("tp=1,cp=4,gbs=64"), seq_len=32768)
     assert four.memory["activations"] < one.memory["activations"] / 3
     assert four.breakdown["cp_comm"] >= 0
+
+
+def test_bad_options_are_spec_errors(setup):
+    from wanka.errors import SpecError
+
+    m, c = setup
+    for opts in (Options(pipeline="zigzag"), Options(pipeline="dualpipe"), Options(comm_sm_fraction=1.0)):
+        with pytest.raises(SpecError):  # dualpipe: pp=1 here
+            estimate(m, c, Layout.parse("tp=8,gbs=64"), options=opts)

@@ -22,6 +22,7 @@ from wanka.plan.exposure import Options
 from wanka.plan.search import SearchStats, search
 from wanka.plan.whole_run import whole_run
 from wanka.workload import load_model
+from wanka.workload.activations import RECOMPUTE_MODULES
 
 SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 
@@ -74,6 +75,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seq", type=_positive("--seq"), help="sequence length (default: the model's)")
     p.add_argument("--top", type=_positive("--top"), default=5, help="layouts to show")
     p.add_argument("--layout", help='price this layout, e.g. "tp=8,pp=16,vpp=4,gbs=2048"')
+    p.add_argument("--recompute-modules", help="what recompute=selective re-runs (Megatron-Core names): "
+                   "core_attn,layernorm,mla_up_proj,moe_act (default core_attn)")
+    p.add_argument("--pipeline", choices=("1f1b", "dualpipe"), default="1f1b",
+                   help="pipeline schedule: 1f1b (interleaved when vpp > 1) or DeepSeek's dualpipe")
     json_flag(p)
     p.set_defaults(func=cmd_plan)
     psub = p.add_subparsers(dest="plan_command", metavar="{scale}")
@@ -100,28 +105,39 @@ def _cluster(name: str, gpus: int | None):
     return load_cluster(name, gpus=gpus)
 
 
+def _options(args) -> Options:
+    modules = ("core_attn",)
+    if args.recompute_modules:
+        modules = tuple(x.strip() for x in args.recompute_modules.split(",") if x.strip())
+        bad = [x for x in modules if x not in RECOMPUTE_MODULES]
+        if bad or not modules:
+            raise SpecError("--recompute-modules", f"comma-separated names among {', '.join(RECOMPUTE_MODULES)}",
+                            args.recompute_modules)
+    return Options(recompute_modules=modules, pipeline=args.pipeline)
+
+
 def cmd_plan(args):
     if not args.model:
         raise SpecError("--model", "a model preset name or spec file (wanka plan --model llama3-70b ...)")
     model = load_model(args.model)
     cluster = _cluster(args.cluster, args.gpus)
     tokens = parse_tokens(args.tokens)
+    opts = _options(args)
     stats = None
     if args.layout:
         lay = Layout.parse(args.layout, field="--layout")
         if args.gbs and lay.gbs is None:
             lay = Layout.parse(f"{args.layout},gbs={args.gbs}", field="--layout")
-        best = estimate(model, cluster, lay, seq_len=args.seq)
+        best = estimate(model, cluster, lay, seq_len=args.seq, options=opts)
         candidates = None
     else:
         stats = SearchStats()
-        candidates = search(model, cluster, gbs=args.gbs, seq=args.seq, top=args.top, stats=stats)
+        candidates = search(model, cluster, gbs=args.gbs, seq=args.seq, top=args.top, options=opts, stats=stats)
         best = candidates[0]
     payload = best.to_dict() | whole_run(best, tokens, cluster)
     if candidates is not None:
         payload["candidates"] = [c.to_dict() for c in candidates]
-        payload["search"] = {"layouts_evaluated": stats.evaluated, "layouts_fitting": stats.timed,
-                             "seconds": stats.seconds, "layouts_per_s": stats.layouts_per_s}
+        payload["search"] = stats.to_dict()
 
     def render(console: Console) -> None:
         shown = candidates or [best]
@@ -136,8 +152,11 @@ def cmd_plan(args):
         console.print(f"{fmt(tokens)} tokens: {fmt(payload['days'])} days, {fmt(payload['gpu_hours'])} GPU-hours, "
                       f"{fmt(payload['energy_MWh'])} MWh, ${fmt(payload['cost_usd'])} electricity")
         if stats:
+            console.print(f"global batch: {stats.gbs_rule}", soft_wrap=True)
             console.print(f"searched {stats.evaluated:,} layouts in {stats.seconds:.2f} s "
                           f"({stats.layouts_per_s:,.0f} layouts/s), {stats.timed:,} priced (fit, not dominated)")
+            console.print("not priced: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in
+                                                     sorted(stats.dropped.items(), key=lambda kv: -kv[1])), soft_wrap=True)
 
     return payload, render
 

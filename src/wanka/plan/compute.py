@@ -52,7 +52,9 @@ def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_byt
 
 @memo_by_identity(2)
 def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int, seq_full: int,
-               tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str) -> LayerTime:
+               tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str,
+               modules: tuple[str, ...] = ("core_attn",)) -> LayerTime:
+    """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names)."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
@@ -60,18 +62,27 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     per_expert = None
     if moe_layer and m.moe is not None:  # rows one local expert sees: tokens of the EP group / experts
         per_expert = tokens * m.moe.top_k * ep / m.moe.experts
-    gemm_s = gemm_flops = 0.0
+    gemm_s = gemm_flops = up_proj_s = up_proj_flops = 0.0
     for g in layer_gemms(m, moe_layer):
         t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert)
         gemm_s += t
         gemm_flops += f
+        if g.name in ("q_up", "kv_up"):
+            up_proj_s += t
+            up_proj_flops += f
     # attention core, this GPU: heads/tp heads, seq_local queries against seq_full keys
     d_qk, d_v = attention_dims(m)
     heads = m.heads / tp
     full_flops = 2.0 * mbs * heads * seq_local * seq_full * (d_qk + d_v)
     drop = 1.0 if uses_dropout(m) else 0.0
     if attention == "flash":
-        attn_fwd = 0.5 * full_flops / E.attention_flops(gpu)
+        # context parallelism: cp ring steps, each a (s/cp) x (s/cp) block at the short-block rate,
+        # plus the fp32 output/LSE correction of every step after the first (read + write) and its
+        # kernels (Megatron-Core/Transformer Engine ring attention)
+        cp = max(1, round(seq_full / seq_local))
+        attn_fwd = 0.5 * full_flops / (E.attention_flops(gpu) * E.attention_length_factor(seq_local))
+        if cp > 1:
+            attn_fwd += (cp - 1) * (2 * 4.0 * mbs * seq_local * heads * d_v / hbm + 2 * E.KERNEL_OVERHEAD_S)
         attn_bwd = 2.5 * attn_fwd
     else:
         batched = E.gemm_peak_flops(gpu, "bf16") * E.shape_factor(d_qk)
@@ -99,8 +110,16 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         recompute_s = fwd
         hw += gemm_flops + attn_model_flops
     elif recompute == "selective":
-        recompute_s = attn_fwd
-        hw += attn_model_flops
+        if "core_attn" in modules:
+            recompute_s += attn_fwd
+            hw += attn_model_flops
+        if "layernorm" in modules:  # two norms: read and write 2h bytes per token each
+            recompute_s += tokens * h * 8 / (tp if sp else 1) / hbm
+        if "mla_up_proj" in modules and m.mla is not None:
+            recompute_s += up_proj_s + tokens * rope / tp / hbm
+            hw += up_proj_flops
+        if "moe_act" in modules and moe_layer and m.moe is not None:
+            recompute_s += tokens * m.moe.top_k * (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden / tp / hbm
     return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd)
 
 

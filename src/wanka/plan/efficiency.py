@@ -24,6 +24,12 @@ ATTENTION_EFFICIENCY: FlashAttention-2 reaches 50-73% of A100 peak forward and l
 (Dao 2023, arXiv:2307.08691, section 4.1); FlashAttention-3 ~75% of H100 BF16 peak forward
 (Shah et al. 2024, arXiv:2407.08608). We use the fwd+bwd average.
 
+ATTENTION_HALF_LEN: FlashAttention kernels run below their long-sequence rate on short blocks
+(fixed per-tile prologue/epilogue, fewer tiles per SM): FlashAttention-2's own sweep (Dao 2023,
+Fig. 4, head dim 128) is roughly 25% slower at 512 tokens than at 8K and within a few percent from
+4K up. We use L / (L + 170) for a kernel over L keys -- a reading of that curve, not a measurement
+of ours. It matters for context parallelism, whose ring steps each run a (s/cp) x (s/cp) block.
+
 HBM_EFFICIENCY: memory-bound kernels (norms, activations, optimizer) reach ~80% of HBM peak
 (STREAM-like copies on A100/H100 reach 80-90%; assumption at the low end for unfused kernels).
 """
@@ -43,6 +49,7 @@ GEMM_EFFICIENCY = {  # (architecture, precision) -> fraction of that precision's
 }
 ATTENTION_EFFICIENCY = {"ampere": 0.45, "hopper": 0.55, "blackwell": 0.55, "other": 0.4}
 HBM_EFFICIENCY = 0.8
+ATTENTION_HALF_LEN = 170
 GEMM_HALF_DIM = 32
 # Fixed GPU-side cost per kernel (launch gap, ramp-up and tail of dependent kernels), seconds, and
 # kernels per transformer layer forward in a fused Megatron-style implementation (2 norms, QKV,
@@ -84,6 +91,10 @@ def gemm_peak_flops(g: GPU, precision: str) -> float:
 def attention_flops(g: GPU) -> float:
     """Sustained FLOP/s of fused (Flash) attention; it runs in 16-bit even in FP8 training."""
     return g.peak("bf16") * 1e12 * ATTENTION_EFFICIENCY[architecture(g)]
+
+
+def attention_length_factor(keys_per_kernel: float) -> float:
+    return keys_per_kernel / (keys_per_kernel + ATTENTION_HALF_LEN)
 
 
 def hbm_Bps(g: GPU) -> float:

@@ -3,7 +3,8 @@
 Pipeline schedule (Narayanan et al. SC'21 section 2.2): with m micro-batches, pp stages and vpp
 model chunks per stage, a step takes (m + (pp-1)/vpp) * (t_f + t_b) where t_f, t_b are the forward
 and backward times of one micro-batch on the slowest stage (including its exposed TP/CP/EP
-communication and pipeline transfers); the bubble is the (pp-1)/vpp * (t_f + t_b) part. Then the
+communication and pipeline transfers); the bubble is the (pp-1)/vpp * (t_f + t_b) part (DualPipe:
+m * (t_f + t_b) + (pp/2 - 1)(F&B + B - 3W), DeepSeek-V3 Table 2; see docs/plan.md). Then the
 exposed DP communication and the optimizer step (memory-bound Adam over the local shard: ~30 bytes
 per parameter -- fp32 master, m, v read and written, fp32 gradient read, 16-bit weight written).
 MFU = model_flops_per_token * tokens / (step * GPUs * BF16 dense peak); HFU counts executed FLOPs
@@ -20,7 +21,8 @@ from wanka.layout import Layout
 from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
-from wanka.plan.memory import _stage_params, fits, memory_per_gpu, stage_layers
+from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
+from wanka.workload.activations import RECOMPUTE_MODULES
 from wanka.workload.flops import model_flops_per_token
 from wanka.workload.spec import ModelSpec
 
@@ -62,6 +64,16 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     seq = seq_len or model.seq_len
     if seq % lay.cp:
         raise SpecError("layout.cp", f"a divisor of the sequence length ({seq})", lay.cp)
+    if opts.pipeline not in ("1f1b", "dualpipe"):
+        raise SpecError("options.pipeline", "1f1b or dualpipe", opts.pipeline)
+    bad = [x for x in opts.recompute_modules if x not in RECOMPUTE_MODULES]
+    if bad:
+        raise SpecError("options.recompute_modules", f"names among {', '.join(RECOMPUTE_MODULES)}", ",".join(bad))
+    if not 0.0 <= opts.comm_sm_fraction < 1.0:
+        raise SpecError("options.comm_sm_fraction", "a fraction in [0, 1)", opts.comm_sm_fraction)
+    dualpipe = opts.pipeline == "dualpipe"
+    if dualpipe and (lay.pp < 2 or lay.pp % 2 or lay.vpp > 1):
+        raise SpecError("options.pipeline", "dualpipe with an even pp >= 2 and vpp 1", f"pp={lay.pp}, vpp={lay.vpp}")
     gpu = cluster.gpu
     s_loc = seq // lay.cp
     tokens_mb = lay.mbs * s_loc
@@ -74,7 +86,11 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     dispatch = 0.0
     if model.moe is not None:
         dispatch = tokens_mb * model.moe.top_k * model.hidden * (1 if lay.precision == "fp8" else 2) / (lay.tp if sp else 1)
-    ep_s = ep_layer_comm_s(cluster, lay, dispatch, opts)
+    # DualPipe overlaps the all-to-all and the pipeline transfers with the paired chunk's compute
+    # (DeepSeek-V3 s.3.2.1): not exposed
+    ep_s = 0.0 if dualpipe else ep_layer_comm_s(cluster, lay, dispatch, opts)
+
+    slow = 1.0 / (1.0 - opts.comm_sm_fraction)  # SMs lent to communication kernels
 
     def stage_pass(dense: int, moe: int, last: bool):
         fwd = bwd = rec = 0.0
@@ -83,51 +99,59 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             if not count:
                 continue
             lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
-                            lay.precision, opts.attention)
+                            lay.precision, opts.attention, opts.recompute_modules)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
             full = lay.recompute == "full"
-            fwd += count * (lt.fwd_s + tp_s + cp_f + ep_l)
-            bwd += count * (lt.bwd_s + lt.recompute_s + tp_s * (2 if full else 1) + cp_b + ep_l * (2 if full else 1))
-            rec += count * lt.recompute_s
+            fwd += count * (lt.fwd_s * slow + tp_s + cp_f + ep_l)
+            bwd += count * ((lt.bwd_s + lt.recompute_s) * slow + tp_s * (2 if full else 1) + cp_b + ep_l * (2 if full else 1))
+            rec += count * lt.recompute_s * slow
             comm["tp"] += count * tp_s * (3 if full else 2)
             comm["cp"] += count * (cp_f + cp_b)
             comm["ep"] += count * ep_l * (3 if full else 2)
         if last:  # the output layer and loss run on the last stage
             ht = head_time(model, gpu, lay.mbs, s_loc, lay.tp, lay.precision)
-            fwd += ht.fwd_s
-            bwd += ht.bwd_s
+            fwd += ht.fwd_s * slow
+            bwd += ht.bwd_s * slow
         return fwd, bwd, rec, comm
 
     # every distinct stage (dense/MoE mix, output layer) is priced; the slowest sets the pace
-    stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in range(lay.pp)}
+    stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in distinct_stages(model, lay.pp)}
     fwd, bwd, rec, comm = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
 
-    p2p = pp_p2p_s(cluster, lay, act_bytes / (lay.tp if (sp or lay.tp > 1) else 1), opts)
+    p2p = 0.0 if dualpipe else pp_p2p_s(cluster, lay, act_bytes / (lay.tp if (sp or lay.tp > 1) else 1), opts)
     p2p_mb = 2 * lay.vpp * p2p  # one forward and one backward transfer per model chunk
     m = lay.microbatches
     per_mb = fwd + bwd + p2p_mb
-    pipeline_s = (m + (lay.pp - 1) / lay.vpp) * per_mb
-    bubble_s = (lay.pp - 1) / lay.vpp * per_mb
+    if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)
+        bubble_s = (lay.pp / 2 - 1) * (fwd + 0.5 * bwd)
+    else:
+        bubble_s = (lay.pp - 1) / lay.vpp * per_mb
+    pipeline_s = m * per_mb + bubble_s
 
-    fullest = max(_distinct_stages(model, lay.pp), key=lambda i: sum(_stage_params(model, lay, i)))
-    dense_p, expert_p = _stage_params(model, lay, fullest)
-    dp = dp_comm(cluster, lay, dense_p, expert_p, sum(stage_layers(model, lay.pp, fullest)), lay.recompute, opts)
+    ranks = range(lay.pp // 2) if dualpipe else distinct_stages(model, lay.pp)
+    fullest = max((rank_stages(lay, r, dualpipe) for r in ranks),
+                  key=lambda sts: sum(sum(_stage_params(model, lay, i)) for i in sts))
+    dense_p = sum(_stage_params(model, lay, i)[0] for i in fullest)
+    expert_p = sum(_stage_params(model, lay, i)[1] for i in fullest)
+    n_layers = sum(sum(stage_layers(model, lay.pp, i)) for i in fullest)
+    dp = dp_comm(cluster, lay, dense_p, expert_p, n_layers, lay.recompute, opts)
     if opts.dp_overlap:
         dp_exposed = max(0.0, dp.grad_s - bwd) + max(0.0, dp.param_s - fwd)
-        z3 = m * max(0.0, dp.zero3_per_microbatch_s - (fwd + bwd))
+        z3 = dp.per_step_microbatches(lay) * max(0.0, dp.zero3_per_microbatch_s - (fwd + bwd))
     else:
         dp_exposed = dp.grad_s + dp.param_s
-        z3 = m * dp.zero3_per_microbatch_s
+        z3 = dp.per_step_microbatches(lay) * dp.zero3_per_microbatch_s
     shard = lay.dp * lay.cp if lay.zero >= 1 else 1
-    optimizer_s = ADAM_BYTES_PER_PARAM * (dense_p + expert_p) / shard / E.hbm_Bps(gpu)
+    expert_shard = max(1, shard // lay.ep)
+    optimizer_s = ADAM_BYTES_PER_PARAM * (dense_p / shard + expert_p / expert_shard) / E.hbm_Bps(gpu)
     step = pipeline_s + dp_exposed + z3 + optimizer_s
 
     tokens = lay.gbs * seq
     peak = gpu.peak("bf16") * 1e12
     model_flops = model_flops_per_token(model, seq) * tokens
-    hw_flops = model_flops + _recompute_flops(model, seq, lay.recompute) * tokens
-    mem = memory_per_gpu(model, lay, seq, opts.attention)
+    hw_flops = model_flops + _recompute_flops(model, seq, lay.recompute, opts.recompute_modules) * tokens
+    mem = memory_per_gpu(model, lay, seq, opts.attention, opts.recompute_modules, opts.fp8_activation_cache, dualpipe)
     breakdown = {
         "compute": m * (fwd + bwd) - m * rec - m * (comm["tp"] + comm["cp"] + comm["ep"]),
         "recompute": m * rec,
@@ -151,19 +175,16 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     )
 
 
-def _distinct_stages(model: ModelSpec, pp: int) -> list[int]:
-    """One stage index per distinct (dense, MoE) mix, plus the first and the last stage."""
-    seen, out = set(), []
-    for i in range(pp):
-        key = (stage_layers(model, pp, i), i == 0, i == pp - 1)
-        if key not in seen:
-            seen.add(key)
-            out.append(i)
-    return out
-
-
-def _recompute_flops(model: ModelSpec, seq: int, recompute: str) -> float:
-    from wanka.workload.flops import token_flops
+def _recompute_flops(model: ModelSpec, seq: int, recompute: str, modules: tuple[str, ...]) -> float:
+    """Recomputed FLOPs per token (HFU): full = one more forward of the layers; selective = the
+    attention core (core_attn) and MLA's up-projections (mla_up_proj); norms and activation
+    functions are not FLOPs by the convention."""
+    from wanka.workload.flops import attention_gemms, token_flops
 
     tf = token_flops(model, seq)
-    return {"none": 0.0, "selective": tf.recompute_selective, "full": tf.recompute_full}[recompute]
+    if recompute != "selective":
+        return tf.recompute_full if recompute == "full" else 0.0
+    out = tf.recompute_selective if "core_attn" in modules else 0.0
+    if "mla_up_proj" in modules and model.mla is not None:
+        out += model.layers * sum(2.0 * g.k * g.n for g in attention_gemms(model) if g.name in ("q_up", "kv_up"))
+    return out

@@ -15,7 +15,9 @@ outermost (wanka.layout). Every collective is priced by wanka.comm.collective_ti
        parallelism) per micro-batch per model chunk per direction, on the critical path.
   DP   gradient all-reduce (zero 0) or reduce-scatter + parameter all-gather (zero >= 1) once per
        step; hidden behind the backward (resp. the next forward) of one micro-batch when overlapped
-       (Megatron --overlap-grad-reduce / --overlap-param-gather). ZeRO-3 gathers parameters for the
+       (Megatron --overlap-grad-reduce / --overlap-param-gather). ZeRO-2 keeps only a gradient
+       shard, so it reduce-scatters every micro-batch's gradients (DeepSpeed ZeRO-2; FSDP without
+       no_sync), prefetched under the next micro-batch's compute. ZeRO-3 gathers parameters for the
        forward, backward (and recompute) of every micro-batch and reduce-scatters gradients every
        micro-batch, prefetched under that micro-batch's compute.
 """
@@ -39,6 +41,14 @@ class Options:
     ep_overlap: float = 0.0  # fraction of EP all-to-all hidden (DeepSeek DualPipe-style ~1)
     algorithm: str = "auto"  # collective algorithm (comm.ALGORITHMS); "flat-ring": topology-unaware
     grad_bytes: int | None = None  # DP gradient element bytes; None: 2 for fp16, else 4 (fp32 main grads)
+    # what recompute=selective recomputes (Megatron-Core --recompute-modules names; DeepSeek-V3 ran
+    # ("layernorm", "mla_up_proj", "moe_act"), s.3.2.3 and s.3.3.2); see wanka.workload.activations
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    pipeline: str = "1f1b"  # 1f1b (interleaved when vpp > 1) | dualpipe (DeepSeek-V3 s.3.2.1, Table 2)
+    # fraction of the GPU's SMs running communication kernels while compute runs (DeepSeek-V3
+    # s.3.2.2: 20 of the H800's 132 SMs for the overlapped all-to-all); compute slows by 1/(1-f)
+    comm_sm_fraction: float = 0.0
+    fp8_activation_cache: bool = True  # FP8 runs cache FP8 GEMM inputs in 1 byte (DeepSeek-V3 s.3.3.2)
 
 
 @lru_cache(maxsize=200_000)
@@ -95,7 +105,11 @@ def pp_p2p_s(cluster, lay, act_bytes: float, opts: Options) -> float:
 class DPComm:
     grad_s: float  # gradient reduction (all-reduce, or reduce-scatter)
     param_s: float  # parameter all-gather after the optimizer (zero >= 1)
-    zero3_per_microbatch_s: float  # ZeRO-3 gathers + reduce-scatter of one micro-batch
+    zero3_per_microbatch_s: float  # ZeRO-3 gathers + reduce-scatter of one micro-batch (ZeRO-2: its
+    # reduce-scatter, for the m-1 micro-batches before the last; see per_step_microbatches)
+
+    def per_step_microbatches(self, lay) -> int:
+        return lay.microbatches - 1 if lay.zero == 2 else lay.microbatches
 
 
 def dp_comm(cluster, lay, dense_params: float, expert_params: float, layers: int, recompute: str,
@@ -127,8 +141,11 @@ def dp_comm(cluster, lay, dense_params: float, expert_params: float, layers: int
 
     if lay.zero == 0:
         return DPComm(coll("all_reduce", g, buckets), 0.0, 0.0)
-    if lay.zero in (1, 2):
+    if lay.zero == 1 or (lay.zero == 2 and lay.microbatches <= 1):
         return DPComm(coll("reduce_scatter", g, buckets), coll("all_gather", w, buckets), 0.0)
+    if lay.zero == 2:  # the last micro-batch's reduce-scatter is the step's gradient sync
+        rs = coll("reduce_scatter", g, buckets)
+        return DPComm(rs, coll("all_gather", w, buckets), rs)
     gathers = 3 if recompute == "full" else 2
     per_mb = gathers * coll("all_gather", w, per_layer) + coll("reduce_scatter", g, per_layer)
     return DPComm(0.0, 0.0, per_mb)

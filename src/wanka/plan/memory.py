@@ -8,8 +8,18 @@ FP8 training (Transformer Engine) keeps an FP8 copy of the weights: +1 byte.
 Shard group: dp*cp ranks for dense parameters (CP ranks hold the same weights), dp*cp/ep for
 routed experts (experts are sharded over the data-parallel ranks, Megatron-Core).
 
-Activations of the first pipeline stage (the one holding the most; Korthikanti section 4.2.3):
-1F1B keeps min(pp, m) micro-batches of L/pp layers; interleaving multiplies by (1 + (pp-1)/(pp*vpp)).
+Activations in flight on pipeline rank r (Megatron-Core schedules.py warm-up counts; Korthikanti
+section 4.2.3 gives the r = 0, m >= pp case): 1F1B keeps min(m, pp - r) micro-batches of the rank's
+layers; the interleaved schedule runs 2(pp-1-r) + (vpp-1)*pp warm-up chunk forwards, so it keeps
+min(m, pp + (pp-1-2r)/vpp) micro-batches' worth of the rank's layers (pp + (pp-1)/vpp at r = 0,
+i.e. Korthikanti's factor 1 + (pp-1)/(pp*vpp)); never more than the m micro-batches of the step
+(with m <= pp every forward of the step is in flight, interleaved or not).
+Layer split: layers that do not divide evenly go to the middle stages first, so the first stage
+(embedding, most micro-batches in flight) and the last (output layer, loss) get fewer -- what
+Llama 3 405B did (126 layers on 16 stages: 7, 8 x 14, 7; arXiv:2407.21783 s.3.3.2) and what
+Megatron-Core's --account-for-embedding/loss-in-pipeline-split options do.
+ZeRO-2 keeps only a gradient shard (fp32): the gradients are reduce-scattered every micro-batch
+(wanka.plan.exposure) -- Llama 3's FSDP "shards the optimizer states and gradients" (s.3.3.2).
 Buffers: a fixed 2 GiB (CUDA context, NCCL and cuBLAS workspaces) plus 5% allocator fragmentation
 of everything else -- an assumption (PyTorch caching allocator; typical nvidia-smi overheads).
 Sizes are in GiB (2^30 bytes), the unit of the HBM capacities in the catalog and of Korthikanti Fig. 1.
@@ -18,6 +28,7 @@ Sizes are in GiB (2^30 bytes), the unit of the HBM capacities in the catalog and
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import dataclass
 
 from wanka.layout import Layout
@@ -48,13 +59,45 @@ class Memory:
         return self.weights_GiB + self.gradients_GiB + self.optimizer_GiB
 
 
+def _layers_on(base: int, extra: int, pp: int, stage: int) -> int:
+    """Layers of `stage` when `extra` stages take base+1: middle stages first, then the last."""
+    if pp <= 2:
+        return base + (1 if stage < extra else 0)
+    order = stage - 1 if 0 < stage < pp - 1 else (pp - 2 if stage == pp - 1 else pp - 1)
+    return base + (1 if order < extra else 0)
+
+
 def stage_layers(m: ModelSpec, pp: int, stage: int) -> tuple[int, int]:
-    """(dense layers, MoE layers) of a pipeline stage; layers split as evenly as possible,
-    leading stages taking the remainder (the first stage is the fullest)."""
-    base, extra = divmod(m.layers, pp)
-    start = stage * base + min(stage, extra)
-    n = base + (1 if stage < extra else 0)
-    dense_total = m.layers - m.moe_layers
+    """(dense layers, MoE layers) of a pipeline stage; layers split as evenly as possible, the
+    remainder on the middle stages (first and last stage lighter, as Llama 3 405B)."""
+    return _split(m.layers, m.layers - m.moe_layers, pp, stage)
+
+
+def distinct_stages(m: ModelSpec, pp: int) -> tuple[int, ...]:
+    """The lowest-ranked stage of each kind ((dense, MoE) mix, first, last): the one of its kind
+    with the most micro-batches in flight."""
+    return _distinct(m.layers, m.layers - m.moe_layers, pp)
+
+
+@lru_cache(maxsize=4096)
+def _distinct(layers: int, dense_total: int, pp: int) -> tuple[int, ...]:
+    seen, out = set(), []
+    for i in range(pp):
+        key = (_split(layers, dense_total, pp, i), i == 0, i == pp - 1)
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+    return tuple(out)
+
+
+@lru_cache(maxsize=65536)
+def _split(layers: int, dense_total: int, pp: int, stage: int) -> tuple[int, int]:
+    base, extra = divmod(layers, pp)
+    n = _layers_on(base, extra, pp, stage)
+    if pp <= 2 or stage == 0:
+        start = stage * base + min(stage, extra)
+    else:  # stage 0, then stages 1..stage-1 (the first `extra` middle stages take one more)
+        start = _layers_on(base, extra, pp, 0) + (stage - 1) * base + min(stage - 1, extra)
     dense = max(0, min(start + n, dense_total) - start)
     return dense, n - dense
 
@@ -76,45 +119,81 @@ def _stage_params(m: ModelSpec, lay: Layout, stage: int) -> tuple[float, float]:
     return non_expert / lay.tp, expert / lay.tp
 
 
-def _activation_bytes(m: ModelSpec, lay: Layout, stage: int, seq: int, attention: str) -> float:
+def in_flight_microbatches(lay: Layout, stage: int) -> float:
+    """Micro-batches whose activations (of all the rank's layers) are alive at the peak."""
+    if lay.pp <= 1:
+        return 1.0
+    m = lay.microbatches
+    if lay.vpp <= 1:
+        return float(min(m, lay.pp - stage))
+    warmup_chunks = 2 * (lay.pp - 1 - stage) + (lay.vpp - 1) * lay.pp
+    return min(float(m), (warmup_chunks + 1) / lay.vpp)
+
+
+def _per_microbatch(m: ModelSpec, lay: Layout, stage: int, seq: int, attention: str,
+                    modules: tuple[str, ...], fp8: bool) -> tuple[float, float]:
+    """(activation bytes of one micro-batch through the stage's layers, the largest layer's
+    activations without recompute)."""
     s_local = seq // lay.cp
     sp = lay.sequence_parallel
     dense, moe = stage_layers(m, lay.pp, stage)
-    per_mb = 0.0
-    worst_layer = 0.0
+    extra = modules if lay.recompute == "selective" else ()
+    mode = lay.recompute if (lay.recompute != "selective" or "core_attn" in modules) else "none"
+    per_mb = worst_layer = 0.0
     for count, is_moe in ((dense, False), (moe, True)):
         if count:
-            a = layer_activations(m, lay.mbs, s_local, is_moe, attention)
-            per_mb += count * a.stored(lay.tp, sp, lay.recompute)
+            a = layer_activations(m, lay.mbs, s_local, is_moe, attention, extra, fp8)
+            per_mb += count * a.stored(lay.tp, sp, mode)
             worst_layer = max(worst_layer, a.stored(lay.tp, sp, "none"))
-    in_flight = min(lay.pp - stage, lay.microbatches) if lay.pp > 1 else 1
-    factor = 1 + (lay.pp - 1) / (lay.pp * lay.vpp) if lay.vpp > 1 else 1.0
-    total = per_mb * in_flight * factor
+    return per_mb, worst_layer
+
+
+def _activation_bytes(m: ModelSpec, lay: Layout, stages: tuple[int, ...], seq: int, attention: str,
+                      modules: tuple[str, ...], fp8: bool) -> float:
+    """Activations of a pipeline rank holding `stages` (one stage; two with DualPipe)."""
+    parts = [_per_microbatch(m, lay, st, seq, attention, modules, fp8) for st in stages]
+    if len(stages) == 1:
+        total = parts[0][0] * in_flight_microbatches(lay, stages[0])
+    else:  # DualPipe: PP+1 micro-batches of one stage's worth (DeepSeek-V3 Table 2), two stages
+        total = min(float(lay.microbatches), (lay.pp + 1) / 2) * sum(p[0] for p in parts)
     if lay.recompute == "full":
-        total += worst_layer  # the layer being recomputed holds its full activations
-    if stage == lay.pp - 1:
-        total += logits_bytes(m, lay.mbs, s_local, lay.tp)
+        total += max(p[1] for p in parts)  # the layer being recomputed holds its full activations
+    if lay.pp - 1 in stages:
+        total += logits_bytes(m, lay.mbs, seq // lay.cp, lay.tp)
     return total
 
 
+def rank_stages(lay: Layout, rank: int, dualpipe: bool) -> tuple[int, ...]:
+    """Pipeline stages a rank holds: its own; with DualPipe also the mirror stage pp-1-rank of the
+    reverse direction (DeepSeek-V3 s.3.2.1: two copies of the parameters)."""
+    if dualpipe and lay.pp > 1 and rank != lay.pp - 1 - rank:
+        return (rank, lay.pp - 1 - rank)
+    return (rank,)
+
+
 @memo_by_identity(1)
-def memory_per_gpu(m: ModelSpec, lay: Layout, seq: int, attention: str = "flash") -> Memory:
-    """The fullest pipeline stage (`lay` resolved): first, last and one of each dense/MoE mix."""
+def memory_per_gpu(m: ModelSpec, lay: Layout, seq: int, attention: str = "flash",
+                   modules: tuple[str, ...] = ("core_attn",), fp8_cache: bool = True,
+                   dualpipe: bool = False) -> Memory:
+    """The fullest pipeline rank (`lay` resolved). `modules`: what recompute=selective recomputes
+    (Megatron-Core --recompute-modules); `fp8_cache`: FP8 runs cache GEMM inputs in FP8;
+    `dualpipe`: DeepSeek's bidirectional schedule (each rank holds two mirrored stages)."""
     best = None
-    seen = set()
-    for stage in range(lay.pp):
-        key = (stage_layers(m, lay.pp, stage), stage == 0, stage == lay.pp - 1)
-        if key in seen:
-            continue
-        seen.add(key)
-        mem = _stage_memory(m, lay, stage, seq, attention)
+    ranks = range((lay.pp + 1) // 2) if dualpipe else distinct_stages(m, lay.pp)
+    for rank in ranks:
+        stages = rank_stages(lay, rank, dualpipe)
+        mem = _stage_memory(m, lay, stages, seq, attention, modules, fp8_cache and lay.precision == "fp8")
         if best is None or mem.total_GiB > best.total_GiB:
             best = mem
     return best
 
 
-def _stage_memory(m: ModelSpec, lay: Layout, stage: int, seq: int, attention: str) -> Memory:
-    dense_p, expert_p = _stage_params(m, lay, stage)
+def _stage_memory(m: ModelSpec, lay: Layout, stages: tuple[int, ...], seq: int, attention: str,
+                  modules: tuple[str, ...], fp8: bool) -> Memory:
+    dense_p = expert_p = 0.0
+    for st in stages:
+        d, e = _stage_params(m, lay, st)
+        dense_p, expert_p = dense_p + d, expert_p + e
     shard = lay.dp * lay.cp
     if lay.zero == 3 and lay.dp_shard:
         shard = lay.dp_shard * lay.cp
@@ -127,11 +206,11 @@ def _stage_memory(m: ModelSpec, lay: Layout, stage: int, seq: int, attention: st
 
     weights = w_bytes * sharded(dense_p, expert_p, z >= 3)
     if z >= 3:  # two layers gathered at a time (compute + prefetch)
-        n_layers = max(1, sum(stage_layers(m, lay.pp, stage)))
+        n_layers = max(1, sum(sum(stage_layers(m, lay.pp, st)) for st in stages))
         weights += 2 * w_bytes * (dense_p + expert_p) / n_layers
     grads = 4.0 * sharded(dense_p, expert_p, z >= 2)
     optim = 12.0 * sharded(dense_p, expert_p, z >= 1)
-    acts = _activation_bytes(m, lay, stage, seq, attention)
+    acts = _activation_bytes(m, lay, stages, seq, attention, modules, fp8)
     buffers = BUFFER_FIXED_GiB * GiB + FRAGMENTATION * (weights + grads + optim + acts)
     return Memory(weights / GiB, grads / GiB, optim / GiB, acts / GiB, buffers / GiB)
 

@@ -1,4 +1,4 @@
-"""Activation memory of one transformer layer for one micro-batch (bytes, 16-bit activations).
+"""Activation memory of one transformer layer for one micro-batch (bytes).
 
 Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (2022),
 section 4: a GPT layer stores s*b*h*(34 + 5*a*s/h) bytes; with tensor parallelism t (no sequence
@@ -8,6 +8,22 @@ the layer input, 2*s*b*h (/t with sequence parallelism). We rebuild those terms 
 they extend to GQA (K, V of kv_heads), SwiGLU (gate, up, product), MLA, MoE (top_k routed copies),
 models without dropout (Llama-style) and FlashAttention, which stores no s x s matrix (only the
 output and its log-sum-exp statistics; Dao et al. 2022).
+
+Finer selective recompute (`modules`, the names of Megatron-Core's --recompute-modules):
+  core_attn    the s x s scores/softmax/dropout (the classic selective recompute; nothing to drop
+               with FlashAttention)
+  layernorm    norm outputs are recomputed from their inputs (DeepSeek-V3 s.3.2.3 "Recomputation
+               of RMSNorm"); the norm inputs stay
+  mla_up_proj  MLA's up-projected Q, K, V (and RoPE) are recomputed from the cached latents
+               (DeepSeek-V3 s.3.2.3 "... and MLA Up-Projection")
+  moe_act      the routed experts' SwiGLU output is recomputed; only its inputs are cached
+               (DeepSeek-V3 s.3.3.2 "Inputs of the SwiGLU operator in MoE")
+FP8 activation caching (`fp8`): inputs of FP8 GEMMs are cached in FP8, 1 byte (DeepSeek-V3 s.3.3.2
+"we cache the activations in FP8 format for the Linear operator's backward pass"; Transformer
+Engine likewise saves the FP8-cast input of an FP8 Linear for its weight gradient): norm outputs,
+the MLP activation output, the dispatched expert inputs, and (with moe_act) the SwiGLU inputs of
+the experts. The attention output stays 16-bit (FlashAttention's backward reads it; DeepSeek
+uses a 12-bit E5M6 there, which we do not model).
 
 Dropout: GPT-style models (norm: layernorm) follow Megatron's default dropout 0.1 (1-byte masks);
 Llama-style models (rmsnorm) train without dropout. This inference is an assumption.
@@ -19,6 +35,8 @@ from dataclasses import dataclass
 
 from wanka.workload.flops import attention_dims
 from wanka.workload.spec import ModelSpec
+
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act")
 
 
 def uses_dropout(m: ModelSpec) -> bool:
@@ -42,31 +60,35 @@ class LayerActivations:
 
 
 def layer_activations(m: ModelSpec, micro_batch: int, seq_len: int, moe_layer: bool = False,
-                      attention: str = "flash") -> LayerActivations:
-    """`seq_len` is the sequence share of this GPU (s / cp)."""
+                      attention: str = "flash", modules: tuple[str, ...] = (), fp8: bool = False) -> LayerActivations:
+    """`seq_len` is the sequence share of this GPU (s / cp). `modules` are the extra selective-
+    recompute modules (beyond the attention core, which `stored(..., "selective")` drops);
+    `fp8` caches FP8 GEMM inputs in 1 byte."""
     sb = float(seq_len * micro_batch)
     h = m.hidden
     drop = 1.0 if uses_dropout(m) else 0.0
+    g_in = 1 if fp8 else 2  # bytes of a cached GEMM input
+    norm_out = 0 if "layernorm" in modules else g_in * h
     d_qk, d_v = attention_dims(m)
     q = m.heads * d_qk
     k = (m.heads if m.mla else m.kv_heads_) * d_qk
     v = (m.heads if m.mla else m.kv_heads_) * d_v
-    # attention block: LN output (QKV input) 2sbh [replicated], Q, K, V [split], output-projection
-    # input (heads * d_v) [split], dropout mask sbh [replicated]
-    repl = 2 * h + drop * h
-    split = 2 * (q + k + v) + 2 * m.heads * d_v
+    # attention block: norm input 2sbh + its output (QKV input) [replicated], Q, K, V [split],
+    # output-projection input (heads * d_v) [split], dropout mask sbh [replicated]
+    repl = 2 * h + norm_out + drop * h
+    qkv = 0 if (m.mla is not None and "mla_up_proj" in modules) else 2 * (q + k + v)
+    split = qkv + 2 * m.heads * d_v
     if m.mla is not None:  # latent down-projections are stored too (replicated under TP)
         repl += 2 * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
-    # MLP block: input 2sbh [replicated], internals [split], dropout mask sbh [replicated]
-    repl += 2 * h + drop * h
-    ffn_items = _mlp_items(m, m.ffn_hidden)
+    # MLP block: norm input 2sbh + output (MLP input) [replicated], internals [split], dropout mask
+    repl += 2 * h + norm_out + drop * h
+    ffn_items = _mlp_items(m, m.ffn_hidden, g_in)
     if moe_layer and m.moe is not None:
         f = m.moe.ffn_hidden
-        ffn_items = m.moe.top_k * (_mlp_items(m, f) + 2 * h) + m.moe.shared_experts * _mlp_items(m, f)
+        routed = _mlp_items(m, f, g_in, recompute_act="moe_act" in modules, fp8=fp8)
+        ffn_items = m.moe.top_k * (routed + g_in * h) + m.moe.shared_experts * _mlp_items(m, f, g_in)
         repl += 4 * m.moe.experts  # router logits (fp32)
     split += ffn_items
-    # two norm inputs, 2sbh each [replicated]
-    repl += 4 * h
     scores = 0.0
     if attention == "unfused":  # softmax output 2as^2b, dropout mask as^2b, dropout output 2as^2b
         scores = (2 + 3 * drop) * m.heads * seq_len * sb
@@ -75,10 +97,13 @@ def layer_activations(m: ModelSpec, micro_batch: int, seq_len: int, moe_layer: b
     return LayerActivations(replicated=repl * sb, tp_split=split * sb, scores=scores, layer_input=2 * h * sb)
 
 
-def _mlp_items(m: ModelSpec, ffn: int) -> float:
-    if m.activation == "swiglu":  # gate and up outputs (activation inputs) and the product
-        return 2 * 2 * ffn + 2 * ffn
-    return 2 * ffn + 2 * ffn  # GELU input 8sbh and output 8sbh for ffn = 4h
+def _mlp_items(m: ModelSpec, ffn: int, g_in: int = 2, recompute_act: bool = False, fp8: bool = False) -> float:
+    """Cached MLP internals per token: the activation function's input(s) and its output (the
+    down-projection's input, a GEMM input). With `recompute_act` the output is recomputed and the
+    inputs are cached in FP8 under `fp8` (DeepSeek-V3 s.3.3.2)."""
+    act_in = 2 * ffn if m.activation == "swiglu" else ffn  # gate and up, or the GELU input
+    act_in_bytes = (1 if fp8 and recompute_act else 2) * act_in
+    return act_in_bytes + (0 if recompute_act else g_in * ffn)
 
 
 def logits_bytes(m: ModelSpec, micro_batch: int, seq_len: int, tp: int) -> float:
