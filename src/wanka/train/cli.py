@@ -1,0 +1,173 @@
+"""`wanka train`, `wanka export`, `wanka data prepare`, `wanka launch slurm|k8s`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from wanka.cli import json_flag
+from wanka.errors import SpecError
+from wanka.output import fmt
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    t = sub.add_parser("train", help="train a model locally under torchrun (elastic, fault tolerant)")
+    t.add_argument("--model", default="tiny", help="model preset or spec file (default tiny)")
+    t.add_argument("--data", help="prepared shards dir (default: the shipped corpus, prepared on first use)")
+    t.add_argument("--layout", default="", help="layout string, e.g. dp=2,tp=2 (dp derived from --nproc)")
+    t.add_argument("--nproc", type=int, default=1, help="worker processes (ranks)")
+    t.add_argument("--steps", type=int, default=20)
+    t.add_argument("--ckpt", default="runs/train", help="checkpoint + metrics directory")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--inject", action="append", default=[], help="fault injection KIND@step=N[,rank=R] (repeatable)")
+    t.add_argument("--max-restarts", type=int, default=3, help="torchrun elastic restarts")
+    t.add_argument("--ckpt-every", type=int, default=5)
+    t.add_argument("--keep", type=int, default=3, help="checkpoints to keep")
+    t.add_argument("--async-ckpt", action="store_true", help="dcp.async_save (commit when the write finishes)")
+    t.add_argument("--seq-len", type=int, help="override the model's seq_len")
+    t.add_argument("--lr", type=float, default=3e-3)
+    t.add_argument("--pp-schedule", choices=["gpipe", "1f1b", "interleaved"])
+    t.add_argument("--compile", action="store_true", help="torch.compile each block")
+    t.add_argument("--tensorboard", action="store_true", help="also write TensorBoard logs to CKPT/tb")
+    t.add_argument("--prometheus-port", type=int, help="serve metrics for Prometheus on this port (rank 0)")
+    t.add_argument("--peak-tflops", type=float, help="per-rank peak for MFU (default: measured fp32 matmul rate)")
+    t.add_argument("--collective-timeout", type=float, default=120.0, help="seconds before a stuck collective fails")
+    json_flag(t)
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("export", help="checkpoint -> safetensors + config.json + tokenizer.json for serving")
+    e.add_argument("--ckpt", required=True, help="a run's checkpoint dir (newest valid step) or one step_N dir")
+    e.add_argument("--out", required=True)
+    json_flag(e)
+    e.set_defaults(func=cmd_export)
+
+    d = sub.add_parser("data", help="training data")
+    dsub = d.add_subparsers(dest="data_command", metavar="{prepare}")
+    prep = dsub.add_parser("prepare", help="text files -> uint16 token shards (byte tokenizer)")
+    prep.add_argument("inputs", nargs="*", help="text files or directories (default: the shipped corpus)")
+    prep.add_argument("--out", required=True)
+    prep.add_argument("--shard-tokens", type=int, default=1 << 20)
+    json_flag(prep)
+    prep.set_defaults(func=cmd_prepare)
+    d.set_defaults(func=lambda args: (d.print_help(), 2)[1])
+
+    la = sub.add_parser("launch", help="write a multi-node job file (sbatch script or JobSet manifest)")
+    la.add_argument("target", choices=["slurm", "k8s"])
+    la.add_argument("--layout", required=True)
+    la.add_argument("--nodes", type=int, required=True)
+    la.add_argument("--gpus-per-node", type=int, default=8)
+    la.add_argument("--model", default="tiny")
+    la.add_argument("--name", default="wanka-train")
+    la.add_argument("--steps", type=int, default=1000)
+    la.add_argument("--data-dir", default="/shared/data/corpus", help="prepared shards on the shared filesystem")
+    la.add_argument("--ckpt-dir", default="/shared/ckpt", help="checkpoint root on the shared filesystem")
+    la.add_argument("--switches", help="slurm: max leaf switches, N or N@HH:MM:SS max wait")
+    la.add_argument("--segment", type=int, help="slurm: topology/block segment size in nodes")
+    la.add_argument("--partition")
+    la.add_argument("--image", default="wanka:latest", help="k8s: container image")
+    la.add_argument("--topology", help="k8s: node label for Kueue topology-aware scheduling")
+    la.add_argument("--queue", help="k8s: Kueue LocalQueue name")
+    la.add_argument("--out", help="write the file here instead of stdout")
+    json_flag(la)
+    la.set_defaults(func=cmd_launch)
+
+
+def cmd_train(args):
+    from wanka.data.prepare import default_data
+    from wanka.data.shards import TokenShards
+    from wanka.train.checkpoint import check_ckpt_dir
+    from wanka.train.config import TrainConfig
+    from wanka.train.parallel_dims import ParallelDims
+    from wanka.train.runner import run_local
+    from wanka.workload.spec import load_model
+
+    if args.nproc < 1:
+        raise SpecError("nproc", "an integer >= 1", args.nproc)
+    if args.max_restarts < 0:
+        raise SpecError("max-restarts", "an integer >= 0", args.max_restarts)
+    cfg = TrainConfig(model=args.model, data=args.data, layout=args.layout, steps=args.steps, seed=args.seed,
+                      ckpt=str(Path(args.ckpt).resolve()), ckpt_every=args.ckpt_every, keep=args.keep,
+                      async_ckpt=args.async_ckpt, seq_len=args.seq_len, lr=args.lr, min_lr=min(3e-4, args.lr),
+                      pp_schedule=args.pp_schedule, compile=args.compile, tensorboard=args.tensorboard,
+                      prometheus_port=args.prometheus_port, collective_timeout_s=args.collective_timeout, peak_tflops=args.peak_tflops,
+                      inject=args.inject)
+    for inj in cfg.injections:
+        if inj.rank is not None and inj.rank >= args.nproc:
+            raise SpecError("inject", f"rank < --nproc ({args.nproc})", str(inj))
+    spec = load_model(args.model, **({"seq_len": args.seq_len} if args.seq_len else {}))
+    dims = ParallelDims.from_layout(args.layout, args.nproc, spec)  # exit 2 here, not inside torchrun
+    if dims.pp > 1 or args.pp_schedule:
+        from wanka.train.parallelize import check_pp_schedule
+
+        check_pp_schedule(args.pp_schedule, dims.layout)
+    check_ckpt_dir(Path(cfg.ckpt))
+    data = Path(args.data) if args.data else default_data()
+    shards = TokenShards(data)
+    if shards.tokenizer.vocab_size > spec.vocab:
+        raise SpecError("model.vocab", f">= the tokenizer's vocab ({shards.tokenizer.vocab_size})", spec.vocab)
+    result = run_local(cfg, data, args.nproc, args.max_restarts, progress=not args.json)
+
+    def render(console: Console) -> None:
+        console.print(f"trained {result['steps']} steps on {args.nproc} process(es), layout {result['layout']}: "
+                      f"final loss {fmt(result['final_loss'])}, restarts {result['restarts']}")
+        console.print(f"params_sha256 {result['params_sha256']}")
+        console.print(f"checkpoints + metrics: {result['ckpt']}")
+
+    return result, render
+
+
+def cmd_export(args):
+    from wanka.train.export import export
+
+    result = export(Path(args.ckpt), Path(args.out))
+
+    def render(console: Console) -> None:
+        console.print(f"exported step {result['step']} ({result['tensors']} tensors) from {result['checkpoint']} to {result['out']}")
+
+    return result, render
+
+
+def cmd_prepare(args):
+    from wanka.data.corpus import write_corpus
+    from wanka.data.shards import prepare
+
+    out = Path(args.out)
+    inputs = [Path(p) for p in args.inputs] or write_corpus(out / "text")
+    meta = prepare(inputs, out, args.shard_tokens)
+    payload = {"out": str(out), "tokens": meta["tokens"], "shards": len(meta["shards"]), "sources": meta["sources"]}
+
+    def render(console: Console) -> None:
+        console.print(f"{meta['tokens']:,} tokens in {len(meta['shards'])} shard(s) -> {out}")
+
+    return payload, render
+
+
+def cmd_launch(args):
+    from wanka.train.launch import check_launch, jobset_manifest, slurm_script
+    from wanka.train.parallel_dims import ParallelDims
+    from wanka.workload.spec import load_model
+
+    spec = load_model(args.model)
+    check_launch(args.nodes, args.gpus_per_node, lambda gpus: ParallelDims.from_layout(args.layout, gpus, spec))
+    if args.steps < 1:
+        raise SpecError("steps", "an integer >= 1", args.steps)
+    train_args = (f"--model {args.model} --layout {args.layout} --steps {args.steps} "
+                  f"--data {args.data_dir} --ckpt {args.ckpt_dir}/{args.name}")
+    if args.target == "slurm":
+        text = slurm_script(args.name, args.nodes, args.gpus_per_node, train_args, args.switches, args.segment, args.partition)
+    else:
+        text = jobset_manifest(args.name, args.nodes, args.gpus_per_node, train_args, args.image, args.topology, args.queue)
+    if args.out:
+        Path(args.out).write_text(text)
+    payload = {"target": args.target, "nodes": args.nodes, "gpus": args.nodes * args.gpus_per_node,
+               "layout": args.layout, "path": args.out, "text": None if args.out else text}
+
+    def render(console: Console) -> None:
+        if args.out:
+            console.print(f"wrote {args.target} job for {args.nodes} nodes to {args.out}")
+        else:
+            console.print(text, markup=False, highlight=False, end="", soft_wrap=True)
+
+    return payload, render

@@ -1,0 +1,73 @@
+"""TrainConfig: every knob of one training run, validated in __post_init__ (unknown keys rejected)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from wanka.errors import SpecError
+from wanka.train.fault import Injection
+
+
+@dataclass
+class TrainConfig:
+    model: str = "tiny"
+    data: str | None = None          # prepared shards dir; None = shipped corpus
+    layout: str = ""
+    steps: int = 20
+    seed: int = 0
+    ckpt: str = "runs/train"
+    ckpt_every: int = 5
+    keep: int = 3
+    async_ckpt: bool = False
+    seq_len: int | None = None       # None = the model's seq_len
+    lr: float = 3e-3
+    min_lr: float = 3e-4
+    warmup: int = 5
+    grad_clip: float = 1.0
+    aux_loss_coef: float = 0.01      # MoE load-balancing loss weight (Switch used 1e-2)
+    spike_factor: float = 3.0
+    replica_check_every: int = 10
+    straggler_factor: float = 1.5
+    collective_timeout_s: float = 120.0
+    pp_schedule: str | None = None
+    compile: bool = False
+    tensorboard: bool = False
+    prometheus_port: int | None = None
+    peak_tflops: float | None = None  # None = measured matmul rate (CPU) for MFU
+    inject: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for key in ("steps", "ckpt_every", "keep", "replica_check_every"):
+            if getattr(self, key) < 1:
+                raise SpecError(key.replace("_", "-"), "an integer >= 1", getattr(self, key))
+        if self.seq_len is not None and self.seq_len < 2:
+            raise SpecError("seq-len", "an integer >= 2", self.seq_len)
+        if self.lr <= 0 or self.min_lr < 0 or self.min_lr > self.lr:
+            raise SpecError("lr", "lr > 0 and 0 <= min-lr <= lr", (self.lr, self.min_lr))
+        if self.collective_timeout_s <= 0:
+            raise SpecError("collective-timeout", "seconds > 0", self.collective_timeout_s)
+        self.injections = [Injection.parse(t) for t in self.inject]
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise SpecError(f"config.{sorted(unknown)[0]}", "a TrainConfig field")
+        return cls(**d)
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """Linear warm-up then cosine decay to min_lr over cfg.steps (step counts from 0)."""
+    import math
+
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * min(1.0, frac)))
+
+
+__all__ = ["TrainConfig", "lr_at", "asdict"]

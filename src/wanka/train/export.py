@@ -1,0 +1,68 @@
+"""`wanka export --ckpt DIR --out DIR`: a committed checkpoint -> the serving contract
+(CONTRACTS.md "export directory"): config.json, model.safetensors (fp32), tokenizer.json.
+
+Runs in one process without torch.distributed: DCP reads the checkpoint's global tensors into a
+plain model's state dict, whatever layout or world size saved it.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import torch
+
+from wanka.data.tokenizer import ByteTokenizer
+from wanka.errors import SpecError
+from wanka.train import checkpoint as ck
+from wanka.train.model import Transformer
+from wanka.train.state import sha256_of
+from wanka.workload.spec import parse_model_spec
+
+
+def resolve_checkpoint(path: Path) -> Path:
+    """A step_N dir, or a run's checkpoint root (-> its newest valid step)."""
+    if not path.is_dir():
+        raise SpecError("ckpt", "an existing checkpoint directory", str(path))
+    if (path / "manifest.json").is_file():
+        reason = ck.verify(path)
+        if reason:
+            raise SpecError("ckpt", "a checkpoint matching its manifest.json", reason, source=str(path))
+        return path
+    found = ck.latest_valid(path, log=lambda _: None)
+    if found is None:
+        raise SpecError("ckpt", "a directory holding a valid step_N checkpoint (manifest.json)", str(path))
+    return found[1]
+
+
+def load_params(ckpt: Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    import torch.distributed.checkpoint as dcp
+
+    train_state = json.loads((ckpt / "train_state.json").read_text())
+    spec = parse_model_spec(train_state["model_spec"], source=str(ckpt / "train_state.json"))
+    model = Transformer(spec)
+    state = {"model": model.state_dict()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "assuming single process" from DCP
+        dcp.load(state, checkpoint_id=str(ckpt))
+    params = {k: v.detach().float().contiguous() for k, v in state["model"].items()}
+    return train_state, params
+
+
+def export(ckpt: Path, out: Path) -> dict:
+    from safetensors.torch import save_file
+
+    ckpt = resolve_checkpoint(Path(ckpt))
+    train_state, params = load_params(ckpt)
+    if out.exists() and not out.is_dir():
+        raise SpecError("out", "a directory path", str(out))
+    out.mkdir(parents=True, exist_ok=True)
+    digest = sha256_of(params)
+    save_file(params, str(out / "model.safetensors"))
+    ByteTokenizer().save(out / "tokenizer.json")
+    config = {"format": "wanka-export-v1", "model": train_state["model_spec"], "dtype": "float32",
+              "step": train_state["step"], "params_sha256": digest, "tokenizer": "tokenizer.json"}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return {"out": str(out), "checkpoint": str(ckpt), "step": train_state["step"], "params_sha256": digest,
+            "tensors": len(params)}

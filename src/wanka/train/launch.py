@@ -1,0 +1,87 @@
+"""`wanka launch slurm|k8s`: job files that run `python -m wanka.train.main` on N nodes.
+
+slurm: an sbatch script, one srun task per node, each starting a torchrun agent with c10d
+rendezvous on the first node (the pattern of torchtitan's multinode_trainer.slurm). Topology:
+`--switches N[@MIN]` asks topology/tree for at most N leaf switches (sbatch --switches), and
+`--segment S` asks topology/block for segments of S nodes (Slurm >= 23.11).
+k8s: a JobSet (jobset.x-k8s.io/v1alpha2) with one replicated Job of N indexed pods, rendezvous at
+the headless service of pod 0, and a Kueue topology-aware-scheduling annotation when `--topology`
+names a node label (kueue.x-k8s.io/podset-preferred-topology).
+"""
+
+from __future__ import annotations
+
+import json
+
+from wanka.errors import SpecError
+
+
+def _torchrun(nodes: int, gpus: int, endpoint: str, train_args: str) -> str:
+    return (f"torchrun --nnodes={nodes} --nproc-per-node={gpus} --max-restarts=3 "
+            f"--rdzv-backend=c10d --rdzv-id=$JOB_ID --rdzv-endpoint={endpoint} "
+            f"-m wanka.train.main {train_args}")
+
+
+def slurm_script(name: str, nodes: int, gpus_per_node: int, train_args: str, switches: str | None = None,
+                 segment: int | None = None, partition: str | None = None, time_limit: str = "24:00:00") -> str:
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --nodes={nodes}", "#SBATCH --ntasks-per-node=1",
+             f"#SBATCH --gpus-per-node={gpus_per_node}", f"#SBATCH --time={time_limit}", "#SBATCH --exclusive"]
+    if partition:
+        lines.append(f"#SBATCH --partition={partition}")
+    if switches:
+        lines.append(f"#SBATCH --switches={switches}")
+    if segment:
+        lines.append(f"#SBATCH --segment={segment}")
+    lines += ["", "set -euo pipefail",
+              'HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+              "export JOB_ID=$SLURM_JOB_ID",
+              "export NCCL_ASYNC_ERROR_HANDLING=1",
+              "",
+              "srun --kill-on-bad-exit=1 " + _torchrun(nodes, gpus_per_node, "$HEAD:29500", train_args), ""]
+    return "\n".join(lines)
+
+
+def jobset_manifest(name: str, nodes: int, gpus_per_node: int, train_args: str, image: str,
+                    topology: str | None = None, queue: str | None = None) -> str:
+    endpoint = f"{name}-trainer-0-0.{name}:29500"
+    cmd = _torchrun(nodes, gpus_per_node, endpoint, train_args).replace("$JOB_ID", name)
+    meta_labels = f"\n  labels:\n    kueue.x-k8s.io/queue-name: {queue}" if queue else ""
+    topo = (f"\n          metadata:\n            annotations:\n              kueue.x-k8s.io/podset-preferred-topology: {topology}" if topology else "")
+    return f"""apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: {name}{meta_labels}
+spec:
+  failurePolicy:
+    maxRestarts: 3
+  network:
+    enableDNSHostnames: true
+    subdomain: {name}
+  replicatedJobs:
+  - name: trainer
+    replicas: 1
+    template:
+      spec:
+        parallelism: {nodes}
+        completions: {nodes}
+        backoffLimit: 0
+        completionMode: Indexed
+        template:{topo}
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: trainer
+              image: {image}
+              command: ["bash", "-c", {json.dumps(cmd)}]
+              resources:
+                limits:
+                  nvidia.com/gpu: {gpus_per_node}
+"""
+
+
+def check_launch(nodes: int, gpus_per_node: int, layout_gpus_ok) -> None:
+    if nodes < 1:
+        raise SpecError("nodes", "an integer >= 1", nodes)
+    if gpus_per_node < 1:
+        raise SpecError("gpus-per-node", "an integer >= 1", gpus_per_node)
+    layout_gpus_ok(nodes * gpus_per_node)

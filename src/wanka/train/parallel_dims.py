@@ -1,0 +1,88 @@
+"""ParallelDims: a resolved Layout checked against the world size, and its named device meshes.
+
+Rank order (DESIGN.md, layout.py): tp innermost, then dp (split into dp_replicate x dp_shard for
+HSDP), pp outermost, so a mesh of shape (pp, dp_replicate, dp_shard, tp) with names
+("pp", "dp_replicate", "dp_shard", "tp"). cp and ep > 1 are planner-only for now (SpecError).
+ZeRO mapping onto FSDP2: zero=0 -> pure replication (dp_shard=1), zero=1/2 -> fully_shard with
+reshard_after_forward=False (parameters stay gathered between forward and backward, ZeRO-2-like),
+zero=3 -> reshard_after_forward=True. An explicit dp_shard < dp gives HSDP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wanka.errors import SpecError
+from wanka.layout import Layout
+from wanka.workload.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class ParallelDims:
+    layout: Layout
+    world_size: int
+    pp: int
+    dp_replicate: int
+    dp_shard: int
+    tp: int
+
+    @classmethod
+    def from_layout(cls, text_or_layout: str | Layout, world_size: int, model: ModelSpec) -> "ParallelDims":
+        layout = Layout.parse(text_or_layout) if isinstance(text_or_layout, str) else text_or_layout
+        layout = layout.resolve(world_size, model)
+        if layout.cp > 1:
+            raise SpecError("layout.cp", "1 (context parallelism is not implemented in the runtime)", layout.cp)
+        if layout.ep > 1:
+            raise SpecError("layout.ep", "1 (expert parallelism is not implemented in the runtime)", layout.ep)
+        if layout.precision == "fp8" and not _cuda():
+            raise SpecError("layout.precision", "bf16 or fp32 on CPU (fp8 needs a CUDA GPU)", "fp8")
+        if layout.precision == "fp16":
+            raise SpecError("layout.precision", "bf16, fp32 or fp8 (fp16 needs loss scaling, not implemented)", "fp16")
+        if model.kv_heads_ % layout.tp:
+            raise SpecError("layout.tp", f"a divisor of kv_heads ({model.kv_heads_}) in the runtime", layout.tp)
+        if layout.pp > 1 and model.tied_embeddings:
+            raise SpecError("layout.pp", "1 for a model with tied embeddings", layout.pp)
+        if layout.vpp > 1 and model.layers % (layout.pp * layout.vpp):
+            raise SpecError("layout.vpp", f"pp*vpp dividing the layers ({model.layers})", layout.vpp)
+        if model.moe is not None and layout.tp > 1:
+            raise SpecError("layout.tp", "1 for MoE models (TP of experts is not implemented)", layout.tp)
+        if layout.sequence_parallel and model.seq_len % layout.tp:
+            raise SpecError("layout.tp", f"a divisor of seq_len ({model.seq_len}) for sequence parallelism", layout.tp)
+        if layout.pp > 1 and layout.microbatches < layout.pp:
+            raise SpecError("layout.gbs", f"at least pp ({layout.pp}) micro-batches per step (gbs >= dp*mbs*pp)", layout.gbs)
+        dp = layout.dp
+        assert dp is not None
+        dp_shard = layout.dp_shard if layout.dp_shard is not None else (1 if layout.zero == 0 else dp)
+        return cls(layout, world_size, layout.pp, dp // dp_shard, dp_shard, layout.tp)
+
+    @property
+    def dp(self) -> int:
+        return self.dp_replicate * self.dp_shard
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return (self.pp, self.dp_replicate, self.dp_shard, self.tp)
+
+    names = ("pp", "dp_replicate", "dp_shard", "tp")
+
+    def coords(self, rank: int) -> dict[str, int]:
+        """Coordinates of `rank` in the (pp, dp_replicate, dp_shard, tp) mesh."""
+        out = {}
+        for name, size in reversed(list(zip(self.names, self.shape))):
+            rank, out[name] = divmod(rank, size)
+        return out
+
+    def dp_rank(self, rank: int) -> int:
+        c = self.coords(rank)
+        return c["dp_replicate"] * self.dp_shard + c["dp_shard"]
+
+    def build_mesh(self):
+        from torch.distributed.device_mesh import init_device_mesh
+
+        return init_device_mesh("cpu" if not _cuda() else "cuda", self.shape, mesh_dim_names=self.names)
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
