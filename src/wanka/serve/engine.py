@@ -1,0 +1,193 @@
+"""The engine: continuous (iteration-level) batching over a KV-cache slot pool.
+
+Every `step()` builds one batch under a token budget, like vLLM v1's scheduler
+(vllm/v1/core/sched/scheduler.py: RUNNING requests first, then WAITING ones): each running request
+gets its next token (or the next chunk of its prompt), then waiting requests are admitted while a
+cache slot and budget remain, their prompts chunked to fit. A request leaves the batch the step it
+finishes (EOS, a stop string, max_tokens, or the context length), and its slot goes to the next one.
+There is no separate prefill phase: prompt chunks and decode tokens share one forward call.
+
+The engine is single-threaded; `runner.EngineRunner` drives it from a thread for the HTTP server.
+"""
+
+from __future__ import annotations
+
+import codecs
+import itertools
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from wanka.serve.model import BatchLayout, InferenceModel
+from wanka.serve.sampling import SamplingParams, new_generator, sample_token
+
+
+class QueueFull(Exception):
+    """More requests are waiting than the engine was configured to queue (HTTP 429)."""
+
+
+@dataclass
+class Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    id: str = ""
+    output_ids: list[int] = field(default_factory=list)
+    text: str = ""                  # generated text so far, cut at a stop string when one matched
+    emitted_chars: int = 0          # how much of `text` has been handed out as deltas
+    num_computed: int = 0           # tokens already in the KV cache
+    slot: int | None = None
+    finish_reason: str | None = None
+    arrival_s: float = 0.0
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    generator: torch.Generator | None = None
+    decoder: codecs.IncrementalDecoder | None = None   # bytes -> text, holding a partial UTF-8 character
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.output_ids
+
+
+@dataclass
+class Delta:
+    """What one step produced for one request: new token ids and the text safe to show."""
+
+    request: Request
+    token_ids: list[int]
+    text: str
+    finished: bool
+
+
+@dataclass
+class EngineConfig:
+    max_batch: int = 32              # running requests = KV-cache slots
+    max_queue: int = 256             # waiting requests before QueueFull
+    max_batched_tokens: int = 512    # tokens per forward call (vLLM's max_num_batched_tokens)
+
+
+class Engine:
+    def __init__(self, model: InferenceModel, tokenizer, config: EngineConfig | None = None):
+        self.model, self.tokenizer = model, tokenizer
+        self.config = config or EngineConfig()
+        self.cache = model.new_cache(self.config.max_batch)
+        self.context_len = model.max_len
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self._ids = itertools.count()
+        self.last_batch_size = 0
+        self.last_batch_tokens = 0
+
+    # ---- requests in and out ----
+    def add_request(self, req: Request) -> Request:
+        if len(self.waiting) >= self.config.max_queue:
+            raise QueueFull(f"{len(self.waiting)} requests waiting (max_queue {self.config.max_queue})")
+        if not req.prompt_ids or len(req.prompt_ids) >= self.context_len:
+            raise ValueError(f"prompt of {len(req.prompt_ids)} tokens does not fit context {self.context_len}")
+        req.id = req.id or f"req-{next(self._ids)}"
+        req.arrival_s = req.arrival_s or time.perf_counter()
+        req.generator = new_generator(req.params.seed)
+        req.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.waiting.append(req)
+        return req
+
+    def abort(self, req: Request) -> None:
+        if req in self.waiting:
+            self.waiting.remove(req)
+        if req in self.running:
+            self._finish(req, "abort")
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # ---- one iteration ----
+    def _schedule(self) -> list[tuple[Request, int]]:
+        budget = self.config.max_batched_tokens
+        plan = []
+        for req in self.running:                      # running first, in arrival order
+            n = min(len(req.all_ids) - req.num_computed, budget)
+            if n <= 0:
+                break
+            plan.append((req, n))
+            budget -= n
+        while self.waiting and budget > 0 and self.cache.free_slots:
+            req = self.waiting.popleft()
+            req.slot = self.cache.allocate()
+            self.running.append(req)
+            n = min(len(req.prompt_ids), budget)      # a long prompt is chunked over steps
+            plan.append((req, n))
+            budget -= n
+        return plan
+
+    def step(self) -> list[Delta]:
+        plan = self._schedule()
+        if not plan:
+            return []
+        tokens, rows, sampling = [], [], []
+        for req, n in plan:
+            tokens.extend(req.all_ids[req.num_computed:req.num_computed + n])
+            rows.append(len(tokens) - 1)
+            sampling.append(req.num_computed + n == len(req.all_ids))  # whole context now cached
+        batch = BatchLayout([r.slot for r, _ in plan], [r.num_computed for r, _ in plan], [n for _, n in plan])
+        wanted = [row for row, s in zip(rows, sampling) if s]
+        logits = self.model(torch.tensor(tokens), batch, self.cache, torch.tensor(wanted, dtype=torch.long))
+        self.last_batch_size, self.last_batch_tokens = len(plan), len(tokens)
+        logits = logits[:, :self.tokenizer.vocab_size]  # ids past the tokenizer's cannot be decoded
+        deltas, k = [], 0
+        now = time.perf_counter()
+        for (req, n), s in zip(plan, sampling):
+            req.num_computed += n
+            if not s:
+                continue
+            token = sample_token(logits[k], req.params, req.generator)
+            k += 1
+            req.first_token_s = req.first_token_s or now
+            deltas.append(self._append(req, token, now))
+        return deltas
+
+    # ---- finishing ----
+    def _append(self, req: Request, token: int, now: float) -> Delta:
+        req.output_ids.append(token)
+        p, reason, matched_stop = req.params, None, False
+        if token == self.tokenizer.eos_id and not p.ignore_eos:
+            reason = "stop"
+        else:
+            if token < 256:  # byte tokenizer: ids 0-255 are UTF-8 bytes, the rest (BOS/EOS) no text
+                req.text += req.decoder.decode(bytes([token]))
+            cut = min((i for i in (req.text.find(s) for s in p.stop) if i >= 0), default=-1)
+            if cut >= 0:
+                req.text, reason, matched_stop = req.text[:cut], "stop", True
+            elif len(req.output_ids) >= p.max_tokens or len(req.all_ids) >= self.context_len:
+                reason = "length"
+        if reason:
+            if not matched_stop:
+                req.text += req.decoder.decode(b"", final=True)  # a dangling partial character
+            self._finish(req, reason, now)
+        return Delta(req, [token], self._take_text(req), reason is not None)
+
+    def _take_text(self, req: Request) -> str:
+        """New text, holding back a tail that may still grow into a stop string."""
+        end = len(req.text)
+        if req.finish_reason is None:
+            end -= max((len(s) - 1 for s in req.params.stop), default=0)
+        if end <= req.emitted_chars:
+            return ""
+        out = req.text[req.emitted_chars:end]
+        req.emitted_chars = end
+        return out
+
+    def _finish(self, req: Request, reason: str, now: float | None = None) -> None:
+        req.finish_reason = reason
+        req.finish_s = now or time.perf_counter()
+        self.running.remove(req)
+        self.cache.release(req.slot)
+        req.slot = None
+
+    # ---- convenience for scripts and tests ----
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Request]:
+        """Run `prompts` together to completion (batched as the config allows)."""
+        reqs = [self.add_request(Request(list(p), params)) for p in prompts]
+        while self.has_work():
+            self.step()
+        return reqs

@@ -1,0 +1,95 @@
+"""Build a server from an export directory, and run it (in this thread, or in a background one).
+
+    state = build_state("runs/export", quantize="int8")
+    with start_server(state) as server:      # 127.0.0.1, a free port
+        httpx.get(server.url + "/v1/models")
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import uvicorn
+
+from wanka.errors import SpecError
+from wanka.serve.app import ServeState, create_app
+from wanka.serve.engine import Engine, EngineConfig
+from wanka.serve.export import load_export
+from wanka.serve.metrics import ServeMetrics
+from wanka.serve.model import InferenceModel
+from wanka.serve.quantize import quantize_int8, weight_bytes
+from wanka.serve.runner import EngineRunner
+
+GRACEFUL_SHUTDOWN_S = 30
+
+
+def build_state(export_dir, quantize: str | None = None, max_batch: int = 32, max_queue: int = 256,
+                max_batched_tokens: int = 512, api_key: str | None = None) -> ServeState:
+    if quantize not in (None, "none", "int8"):
+        raise SpecError("--quantize", "int8 or none", quantize)
+    for flag, value in (("--max-batch", max_batch), ("--max-queue", max_queue),
+                        ("--max-batched-tokens", max_batched_tokens)):
+        if value < 1:
+            raise SpecError(flag, "a positive integer", value)
+    export = load_export(export_dir)
+    model = InferenceModel.from_tensors(export.spec, export.tensors)
+    fp32_bytes = weight_bytes(model)
+    backend = quantize_int8(model) if quantize == "int8" else None
+    engine = Engine(model, export.tokenizer, EngineConfig(max_batch, max_queue, max_batched_tokens))
+    metrics = ServeMetrics()
+    info = {"quantization": f"int8 ({backend})" if backend else "none", "weight_bytes": weight_bytes(model),
+            "fp32_weight_bytes": fp32_bytes, "kv_cache_bytes": engine.cache.nbytes, "step": export.step,
+            "max_batch": max_batch, "max_queue": max_queue}
+    return ServeState(EngineRunner(engine, metrics), export.tokenizer, export.spec.name, model.max_len, metrics,
+                      api_key, int(time.time()), info)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise SpecError("--port", f"a free port on {host}", f"{port} ({exc.strerror})") from None
+    return sock
+
+
+def make_server(state: ServeState, host: str = "127.0.0.1", port: int = 0) -> tuple[uvicorn.Server, socket.socket]:
+    sock = bind_socket(host, port)
+    config = uvicorn.Config(create_app(state), log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    return uvicorn.Server(config), sock
+
+
+@dataclass
+class ServerHandle:
+    server: uvicorn.Server
+    thread: threading.Thread
+    url: str
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop accepting, drain requests in flight, stop the engine."""
+        self.server.should_exit = True
+        self.thread.join(timeout_s)
+
+
+@contextmanager
+def start_server(state: ServeState, host: str = "127.0.0.1", port: int = 0, startup_timeout_s: float = 20.0):
+    server, sock = make_server(state, host, port)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="wanka-uvicorn")
+    thread.start()
+    deadline = time.monotonic() + startup_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    handle = ServerHandle(server, thread, f"http://{host}:{sock.getsockname()[1]}")
+    try:
+        yield handle
+    finally:
+        handle.stop()
+        sock.close()
