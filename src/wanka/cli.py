@@ -42,6 +42,17 @@ def json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
 
 
+def positive_int_list(text: str, flag: str, example: str = "1,8,32") -> list[int]:
+    """Parse a comma-separated list of positive integers given to `flag` (e.g. --gpus 1024,2048)."""
+    try:
+        values = [int(x) for x in (text or "").split(",") if x.strip()]
+    except ValueError:
+        raise SpecError(flag, f"comma-separated positive integers like {example}", text) from None
+    if not values or min(values) < 1:
+        raise SpecError(flag, f"comma-separated positive integers like {example}", text)
+    return values
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="wanka", description="software stack of a 10,000-GPU AI cluster")
     parser.add_argument("--version", action="version", version=f"wanka {__version__}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import os
 from pathlib import Path
 
 from wanka.cluster.model import Cluster
@@ -20,7 +21,9 @@ from wanka.layout import Layout
 from wanka.plan import Options
 from wanka.workload.spec import parse_model_spec
 
-ROWS_PATH = Path("/work/shared/reference/calibration_runs.json")
+# ../shared sits beside the repository (CI clones it with a copy of shared/ next to it).
+_SHARED = Path(os.environ.get("WANKA_SHARED", Path(__file__).resolve().parents[3] / "shared"))
+ROWS_PATH = _SHARED / "reference" / "calibration_runs.json"
 GPU_NAMES = [("a100 80gb", "a100-80gb"), ("a100 40gb", "a100-40gb"), ("h100", "h100-sxm"), ("h800", "h800"),
              ("h200", "h200"), ("b200", "b200")]
 

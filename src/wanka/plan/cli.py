@@ -12,7 +12,7 @@ import re
 
 from rich.console import Console
 
-from wanka.cli import json_flag
+from wanka.cli import json_flag, positive_int_list
 from wanka.cluster import DEFAULT_CLUSTER, load_cluster
 from wanka.errors import SpecError
 from wanka.layout import Layout
@@ -35,13 +35,7 @@ def parse_tokens(text: str) -> float:
 
 
 def parse_gpu_list(text: str) -> list[int]:
-    try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise SpecError("--gpus", "comma-separated GPU counts like 1024,2048,4096", text) from None
-    if not out or min(out) < 1:
-        raise SpecError("--gpus", "comma-separated positive GPU counts", text)
-    return out
+    return positive_int_list(text, "--gpus", "1024,2048,4096")
 
 
 def _positive(name: str):

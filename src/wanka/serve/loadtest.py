@@ -16,17 +16,12 @@ import time
 import httpx
 import numpy as np
 
+from wanka.cli import positive_int_list
 from wanka.errors import SpecError
 
 
 def parse_concurrency(text: str) -> list[int]:
-    try:
-        levels = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise SpecError("--concurrency", "comma-separated positive integers like 1,8,32", text) from None
-    if not levels or min(levels) < 1:
-        raise SpecError("--concurrency", "comma-separated positive integers like 1,8,32", text)
-    return levels
+    return positive_int_list(text, "--concurrency", "1,8,32")
 
 
 async def _one(client: httpx.AsyncClient, body: dict) -> dict:
