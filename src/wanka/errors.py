@@ -20,6 +20,9 @@ class SpecError(ValueError):
         super().__init__(f"{where}{field}: expected {expected}{tail}")
 
 
+_UNION_TAG = re.compile(r"^(function-.*|str|int|float|bool|none|dict\[.*\]|list\[.*\]|tuple\[.*\]|literal\[.*\])$")
+
+
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -32,7 +35,7 @@ def from_pydantic(exc: Exception, *, source: str | None = None, prefix: str = ""
     for part in first.get("loc", ()):
         if isinstance(part, int):
             loc += f"[{part}]"  # list items read jobs[0].gpus
-        elif not str(part).startswith("function-"):
+        elif not _UNION_TAG.match(str(part)):  # pydantic names the union member it tried
             loc += f".{part}" if loc else str(part)
     field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "spec")
     kind = first.get("type", "")

@@ -21,6 +21,8 @@ def read_mapping(path: Path, what: str) -> dict[str, Any]:
         text = path.read_text()
     except OSError as exc:
         raise SpecError(what, "a readable file", str(path), source=str(path)) from exc
+    except UnicodeDecodeError:
+        raise SpecError(what, "a UTF-8 text file (YAML or JSON), not binary data", source=str(path)) from None
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:

@@ -84,3 +84,19 @@ def test_lingjun_real_topology():
 def test_overrides_make_smaller_clusters():
     c = load_cluster("meta-24k-h100", gpus=16384)
     assert c.gpus == 16384 and c.levels[-1].span_gpus == 16384
+
+
+def test_nvl72_domains_nest_inside_leaves_and_pods():
+    spec = {"name": "nvl72", "gpu": "gb200", "gpus": 9216, "gpus_per_node": 4, "scale_up": {"domain": 72},
+            "scale_out": {"bandwidth_Gbps": 800, "topology": "rail-fat-tree", "switch_radix": 64}}
+    from wanka.cluster.model import Cluster
+    from wanka.cluster.spec import parse_cluster_spec
+
+    c = Cluster(parse_cluster_spec(spec))
+    spans = [lv.span_gpus for lv in c.levels]
+    assert spans[0] == 72
+    assert all(outer % inner == 0 for inner, outer in zip(spans, spans[1:])), spans
+    groups = c.node_groups()
+    # every 18-tray NVL72 rack sits under exactly one leaf
+    for rack in range(c.nodes // 18):
+        assert len(set(groups["leaf"][rack * 18:(rack + 1) * 18])) == 1

@@ -7,6 +7,7 @@ import argparse
 from rich.console import Console
 
 from wanka.cli import json_flag
+from wanka.errors import SpecError
 from wanka.cluster.presets import DEFAULT_CLUSTER, cluster_names, load_cluster
 from wanka.output import fmt, table
 
@@ -21,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("cluster", nargs="?", default=DEFAULT_CLUSTER, help="preset name or YAML/JSON spec file")
     json_flag(show)
     show.set_defaults(func=cmd_show)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    p.set_defaults(func=_no_subcommand)
 
 
 def cmd_list(args):
@@ -62,3 +63,8 @@ def cmd_show(args):
             console.print(f"- {note}")
 
     return s, render
+
+
+def _no_subcommand(args):
+    # a bare group command is a usage error: exit 2 with one line on stderr (help goes with -h)
+    raise SpecError("command", "a subcommand: list | show (e.g. `wanka cluster list`; -h for help)")

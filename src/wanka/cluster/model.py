@@ -38,7 +38,7 @@ class Cluster:
         self._tree = tree  # explicit topology: (nodes, tiers) leaf-first group ids
         so = spec.scale_out
         if so.nic is not None:
-            card = nic(so.nic)
+            card = nic(so.nic, field="scale_out.nic")
             if "bandwidth_Gbps" not in so.model_fields_set:
                 so = so.model_copy(update={"bandwidth_Gbps": card.bandwidth_Gbps})
             if "nic_latency_us" not in so.model_fields_set and card.latency_us is not None:
@@ -51,6 +51,15 @@ class Cluster:
         if self.scale_up_GBps is None:
             raise SpecError("scale_up.bandwidth_GBps", "a value (the catalog has none for this GPU)")
         self.fabric = self._build_fabric()
+        self._check_domain_nests()
+
+    def _check_domain_nests(self) -> None:
+        """Scale-up domains must tile the campus: a partial last domain has no meaning (a 24-GPU
+        domain on 1,024 GPUs was accepted and then rejected by the scheduler, naming no field).
+        Leaves that do not hold whole domains (NVL72 under 128-GPU rail leaves) are not checked here."""
+        n, d = self.gpus_per_campus, self.domain
+        if d < n and n % d:  # d >= n: a slice of one domain (e.g. 8 GPUs of a 64-GPU supernode)
+            raise SpecError("scale_up.domain", f"a divisor of the GPUs per campus ({n})", d)
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
@@ -114,7 +123,9 @@ class Cluster:
             return int(np.median(nodes_per_leaf)) * self.gpus_per_node
         d = self.fabric.leaf_ports_down if self.fabric.tiers > 1 else self.gpus_per_campus
         span = d * self.gpus_per_node if so.topology == "rail-fat-tree" else d
-        return min(max(span, self.domain), self.gpus_per_campus)
+        # whole scale-up domains under a leaf (e.g. NVL72 racks of 18 four-GPU trays): levels nest
+        span = -(-max(span, self.domain) // self.domain) * self.domain
+        return min(span, self.gpus_per_campus)
 
     @cached_property
     def pod_gpus(self) -> int:
@@ -122,7 +133,8 @@ class Cluster:
             per_pod = np.bincount(np.unique(self._tree[:, 1], return_inverse=True)[1])
             return int(np.median(per_pod)) * self.gpus_per_node
         pod = self.fabric.pod_endpoints
-        return min(max(pod, self.leaf_gpus), self.gpus_per_campus)
+        pod = -(-max(pod, self.leaf_gpus) // self.leaf_gpus) * self.leaf_gpus  # whole leaves per pod
+        return min(pod, self.gpus_per_campus)
 
     @cached_property
     def levels(self) -> list[Level]:

@@ -91,10 +91,10 @@ def gpu_names() -> list[str]:
     return list(_raw()["gpus"])
 
 
-def nic(name: str) -> NIC:
+def nic(name: str, field: str = "nic") -> NIC:
     entries = _raw()["nics"]
     if name not in entries:
-        raise SpecError("nic", f"a catalog name ({', '.join(entries)})", name)
+        raise SpecError(field, f"a catalog name ({', '.join(entries)})", name)
     return NIC(name=name, **entries[name])
 
 

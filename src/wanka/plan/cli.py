@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 from rich.console import Console
@@ -29,9 +30,10 @@ SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 
 def parse_tokens(text: str) -> float:
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([KMBGTP]?)\s*", text or "", re.IGNORECASE)
-    if not m or float(m.group(1)) <= 0:
+    value = float(m.group(1)) * SUFFIX[m.group(2).upper()] if m else 0.0
+    if not (value > 0 and math.isfinite(value)):  # 1e400 parses as inf
         raise SpecError("--tokens", "a positive number with an optional K/M/B/T suffix, like 15T", text)
-    return float(m.group(1)) * SUFFIX[m.group(2).upper()]
+    return value
 
 
 def parse_gpu_list(text: str) -> list[int]:
@@ -39,13 +41,15 @@ def parse_gpu_list(text: str) -> list[int]:
 
 
 def _positive(name: str):
+    # argparse swallows a ValueError (SpecError is one) from a type function and prints "invalid conv
+    # value"; ArgumentTypeError keeps our message: "argument --gpus: expected a positive integer, got '0'"
     def conv(text: str) -> int:
         try:
             v = int(text)
         except ValueError:
-            raise SpecError(name, "a positive integer", text) from None
+            v = 0
         if v < 1:
-            raise SpecError(name, "a positive integer", text)
+            raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
         return v
     return conv
 
@@ -65,7 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(p, required=False)
     p.add_argument("--gpus", type=_positive("--gpus"), help="use this many GPUs of the cluster")
     p.add_argument("--tokens", default="15T", help="token budget of the whole run (e.g. 15T)")
-    p.add_argument("--gbs", type=_positive("--gbs"), help="global batch in sequences (default: 16M tokens)")
+    p.add_argument("--gbs", type=_positive("--gbs"), help="global batch in sequences (search default: one batch "
+                   "within 16M tokens; with --layout: the layout's gbs, else dp*mbs as in Megatron)")
     p.add_argument("--seq", type=_positive("--seq"), help="sequence length (default: the model's)")
     p.add_argument("--top", type=_positive("--top"), default=5, help="layouts to show")
     p.add_argument("--layout", help='price this layout, e.g. "tp=8,pp=16,vpp=4,gbs=2048"')
@@ -96,6 +101,8 @@ def _cluster(name: str, gpus: int | None):
         return c
     if gpus > c.gpus:
         raise SpecError("--gpus", f"at most the cluster's {c.gpus} GPUs", gpus)
+    if gpus % c.gpus_per_node:
+        raise SpecError("--gpus", f"a multiple of the cluster's {c.gpus_per_node} GPUs per node", gpus)
     return load_cluster(name, gpus=gpus)
 
 
@@ -122,6 +129,8 @@ def cmd_plan(args):
         lay = Layout.parse(args.layout, field="--layout")
         if args.gbs and lay.gbs is None:
             lay = Layout.parse(f"{args.layout},gbs={args.gbs}", field="--layout")
+        elif args.gbs and lay.gbs != args.gbs:  # two batches given: do not drop one silently
+            raise SpecError("--gbs", f"the layout's gbs ({lay.gbs}) or no --gbs", args.gbs)
         best = estimate(model, cluster, lay, seq_len=args.seq, options=opts)
         candidates = None
     else:

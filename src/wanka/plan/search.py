@@ -155,10 +155,16 @@ def search(model: ModelSpec, cluster: Cluster, gbs: int | None = None, seq: int 
             found = _run(model, cluster, None, seq, precision, opts, stats)
     stats.seconds = time.perf_counter() - t0
     if not found:
-        if stats.evaluated == 0:
+        if stats.evaluated == 0 and gbs is not None:
             raise SpecError("gbs", f"a multiple of dp*mbs for some layout of {model.name} on {cluster.gpus} GPUs", gbs)
-        raise SpecError("gbs", f"a batch and cluster on which some layout of {model.name} fits in "
-                        f"{cluster.gpu.hbm_GB} GB per GPU (none of {stats.evaluated} layouts does)", gbs)
+        if stats.evaluated == 0:  # no batch given: the default (16M tokens / seq) is what fails, e.g. a huge seq
+            raise SpecError("seq", f"a sequence length whose default batch ({default_gbs(model, cluster, seq)} x "
+                            f"{seq} tokens) some layout of {model.name} on {cluster.gpus} GPUs can split; or pass gbs",
+                            seq)
+        raise SpecError("gpus", f"a cluster on which some layout of {model.name} fits in "
+                        f"{cluster.gpu.hbm_GB} GB per GPU (none of {stats.evaluated} layouts does at "
+                        f"{'gbs ' + str(gbs) if gbs else 'the default batch'}): more GPUs or a smaller model",
+                        cluster.gpus)
     found.sort(key=lambda e: -e.tokens_per_s)  # = step time when the batch is fixed
     return found[:top]
 

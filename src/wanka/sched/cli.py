@@ -15,7 +15,7 @@ from wanka.cli import json_flag
 from wanka.cluster import DEFAULT_CLUSTER, load_cluster
 from wanka.errors import SpecError
 from wanka.output import fmt, table
-from wanka.sched.report import write_report
+from wanka.sched.report import check_report_path, write_report
 from wanka.sched.runs import DEFAULT_POLICIES, load_workload, parse_policy, parse_quotas, run_policy
 
 
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cp.add_argument("--policies", default=",".join(DEFAULT_POLICIES), help="comma-separated policy strings")
     cp.add_argument("--report", default=None, help="write a self-contained HTML report with plots here")
     cp.set_defaults(func=cmd_compare)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    p.set_defaults(func=_no_subcommand)
 
 
 def _setup(args, policies: list[str]):
@@ -62,6 +62,11 @@ def _setup(args, policies: list[str]):
         raise SpecError("--gpus", "an integer >= 1", args.gpus)
     if args.limit is not None and args.limit < 1:
         raise SpecError("--limit", "an integer >= 1", args.limit)
+    if args.seed < 0:  # numpy's SeedSequence rejects negative seeds with a traceback
+        raise SpecError("--seed", "an integer >= 0", args.seed)
+    report = getattr(args, "report", None)
+    if report:  # checked before the (slow) replays, not after them
+        check_report_path(report)
     if args.quotas and args.quotas != "share":
         parse_quotas(args.quotas)
     cluster = load_cluster(args.cluster, **({"gpus": args.gpus} if args.gpus else {}))
@@ -128,3 +133,8 @@ def _header(console: Console, row: dict) -> None:
                   f"skipped rows {row['skipped_rows']} {row['skipped'] or ''}")
     if not row["speed_model_wired"]:
         console.print("placement speed model NOT wired (wanka.comm missing): every speed factor is 1.0")
+
+
+def _no_subcommand(args):
+    # a bare group command is a usage error: exit 2 with one line on stderr (help goes with -h)
+    raise SpecError("command", "a subcommand: replay | compare (e.g. `wanka sched replay --trace philly`; -h for help)")

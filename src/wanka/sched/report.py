@@ -36,10 +36,16 @@ def _chart(rows: list[dict], key: str, title: str) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def write_report(rows: list[dict], path: str) -> None:
+def check_report_path(path: str) -> Path:
+    """The report's target: a file (new or existing, not a directory) in an existing directory."""
     target = Path(path)
-    if not target.parent.is_dir():
-        raise SpecError("--report", "a file in an existing directory", path)
+    if target.is_dir() or not target.parent.is_dir():
+        raise SpecError("--report", "a file path in an existing directory", path)
+    return target
+
+
+def write_report(rows: list[dict], path: str) -> None:
+    target = check_report_path(path)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(r.get(c)))}</td>" for c in COLUMNS) + "</tr>"
                    for r in rows)

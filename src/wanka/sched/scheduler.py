@@ -90,6 +90,12 @@ class Scheduler(NodeHealth, RoomMaker):
             raise SpecError(f"job {job.id!r}.tenant", f"a tenant with a quota ({', '.join(self.quotas)})", job.tenant)
         if job.min_gpus_ > self.cluster.gpus:
             raise SpecError(f"job {job.id!r}.gpus", f"at most the cluster's {self.cluster.gpus} GPUs", job.min_gpus_)
+        if job.topology != "best-effort":  # a required unit too small for the gang: it would wait forever
+            lvl = self.free.level(job.topology)
+            unit = self.free.gpn if lvl < 0 else int(self.free.levels[lvl].capacity.max())
+            if job.min_gpus_ > unit:
+                raise SpecError(f"job {job.id!r}.topology", f"a unit that holds {job.min_gpus_} GPUs (the largest "
+                                f"{job.topology} unit of {self.cluster.name} holds {unit}) or best-effort", job.topology)
         key = self._key(job)
         js = JobState(job=job, slot=len(self._slots), key=key, queued_since_s=now_s)
         self._slots.append(js)

@@ -59,27 +59,42 @@ def load_trace(name: str, *, cluster_gpus: int | None = None, skip_bad_rows: boo
         raise SpecError("--scale", "a number > 0 (arrival-rate multiplier)", scale)
     path = trace_path(name)
     jobs, skipped = [], Counter()
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        cols = _columns(reader.fieldnames or [], path)
-        for line, row in enumerate(reader, start=2):
-            try:
-                job = _job(row, cols, line, path.name)
-                if cluster_gpus is not None and job.min_gpus_ > cluster_gpus:
-                    raise SpecError(f"{path.name} line {line}: num_gpus",
-                                    f"at most the cluster's {cluster_gpus} GPUs (larger than the cluster)", job.gpus)
-            except SpecError as exc:
-                if not skip_bad_rows:
-                    raise
-                skipped[_reason(exc)] += 1
-                continue
-            jobs.append(job)
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            cols = _columns(reader.fieldnames or [], path)
+            for line, row in enumerate(reader, start=2):
+                job = _row_job(row, cols, line, path.name, cluster_gpus, skip_bad_rows, skipped)
+                if job is not None:
+                    jobs.append(job)
+    except UnicodeDecodeError as exc:
+        raise SpecError(path.name, "a UTF-8 CSV text file", f"an undecodable byte at offset {exc.start}") from None
+    except csv.Error as exc:
+        raise SpecError(path.name, "a well-formed CSV file", str(exc)) from None
+    if not jobs:  # an empty trace would "replay" to a table of nulls with exit 0
+        why = f"every one of its {sum(skipped.values())} rows was skipped" if skipped else "no job rows"
+        raise SpecError(path.name, "at least one job row after the header", why)
     jobs.sort(key=lambda j: j.submit_s)  # stable: ties keep file order
     if limit is not None:
         jobs = jobs[:limit]
     t0 = jobs[0].submit_s if jobs else 0.0
     jobs = [_shift(j, t0, scale) for j in jobs]
     return Trace(path.stem if name != "philly" else "philly", jobs, skipped)
+
+
+def _row_job(row, cols, line, fname, cluster_gpus, skip_bad_rows, skipped) -> Job | None:
+    """The row's job; None when it is bad and skipping was asked for (counted in `skipped`)."""
+    try:
+        job = _job(row, cols, line, fname)
+        if cluster_gpus is not None and job.min_gpus_ > cluster_gpus:
+            raise SpecError(f"{fname} line {line}: num_gpus",
+                            f"at most the cluster's {cluster_gpus} GPUs (larger than the cluster)", job.gpus)
+    except SpecError as exc:
+        if not skip_bad_rows:
+            raise
+        skipped[_reason(exc)] += 1
+        return None
+    return job
 
 
 def _columns(header: list[str], path: Path) -> dict[str, str | None]:

@@ -49,7 +49,9 @@ def job_speed(job, cluster: Cluster, gpus: int, cluster_ref: str, field: str = "
     if job.layout is not None:
         layout = Layout.parse(job.layout, field=f"{field}.layout")
         if layout.dp is not None and layout.tp * layout.pp * layout.cp * layout.dp != gpus:
-            layout = replace(layout, dp=None)  # a sweep over cluster size re-derives dp
+            # a sweep over sizes drops dp from the layout (sweep.with_param); a file that states both must agree
+            raise SpecError(f"{field}.layout", f"tp*pp*cp*dp equal to the job's {gpus} GPUs, or no dp",
+                            job.layout)
     replica = (layout.tp * layout.pp * layout.cp) if layout is not None else cluster.gpus_per_node
     if gpus % replica:
         raise SpecError(f"{field}.gpus", f"a multiple of the replica size tp*pp*cp = {replica}", gpus)

@@ -36,6 +36,7 @@ def with_param(sc: Scenario, param: str, value: float) -> Scenario:
     elif param == "spares":
         data["recovery"]["spares"] = int(value)
     elif param == "gpus" and len(sc.jobs) > 1:  # several jobs: the cluster's size
+        _drop_dp(data)
         cluster = load_sized_cluster(sc.cluster, None)
         if value < 1 or int(value) % cluster.gpus_per_node:
             raise SpecError("--values", f"cluster sizes that are multiples of gpus_per_node ({cluster.gpus_per_node})", value)
@@ -53,9 +54,17 @@ def with_param(sc: Scenario, param: str, value: float) -> Scenario:
         else:
             data["cluster_gpus"] = gpus + int(sc.recovery.spares) * cluster.gpus_per_node
         job["gpus"] = gpus
+        _drop_dp(data)
     else:
         raise SpecError("--param", f"one of {', '.join(PARAMS)}", param)
     return parse_scenario(data, f"sweep {param}={value:g}")
+
+
+def _drop_dp(data: dict) -> None:
+    """A size sweep re-derives dp from each size: drop a stated dp from the jobs' layouts."""
+    for job in data["jobs"]:
+        if job.get("layout"):
+            job["layout"] = ",".join(kv for kv in job["layout"].split(",") if kv.split("=")[0].strip() != "dp")
 
 
 def sweep_multi(sc: Scenario, param: str, values: list[float], runs: int | None = None, seed: int | None = None) -> dict:

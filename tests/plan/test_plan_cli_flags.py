@@ -1,0 +1,74 @@
+"""`wanka plan` flag errors name the flag and say what to fix (acceptance review, Dec 2026)."""
+
+import pytest
+
+from wanka.cli import main
+from wanka.plan.cli import parse_tokens
+from wanka.errors import SpecError
+
+
+def _err(argv, capsys) -> str:
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse type errors exit from inside parse_args
+        rc = exc.code
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("flag,value", [("--gpus", "0"), ("--gpus", "abc"), ("--top", "-1"), ("--seq", "0"),
+                                        ("--gbs", "1.5")])
+def test_integer_flags_say_what_is_expected(flag, value, capsys):
+    # before: argparse swallowed the SpecError and printed "invalid conv value: '0'"
+    err = _err(["plan", "--model", "llama3-8b", flag, value], capsys)
+    assert flag in err and "expected a positive integer" in err and "conv" not in err
+
+
+def test_scale_integer_flag(capsys):
+    err = _err(["plan", "scale", "--model", "tiny", "--gpus", "8", "--seq", "0"], capsys)
+    assert "--seq" in err and "expected a positive integer" in err
+
+
+@pytest.mark.parametrize("text", ["1e400", "1e390T"])
+def test_tokens_overflowing_to_infinity_are_rejected(text):
+    # before: 1e400 parsed as inf and the run printed "inf days" (JSON days: null)
+    with pytest.raises(SpecError) as exc:
+        parse_tokens(text)
+    assert exc.value.field == "--tokens"
+
+
+def test_tokens_still_parse():
+    assert parse_tokens("15T") == 15e12 and parse_tokens("2.5e3M") == 2.5e9
+
+
+def test_gpus_not_whole_nodes_names_the_flag(capsys):
+    # before: "preset wanka-10k: gpus: expected a multiple of gpus_per_node (8)" -- a field the user never typed
+    err = _err(["plan", "--model", "llama3-8b", "--gpus", "12"], capsys)
+    assert "--gpus" in err and "12" in err
+
+
+def test_two_different_batches_are_an_error(capsys):
+    # before: --gbs was silently ignored when the layout had its own gbs
+    err = _err(["plan", "--model", "llama3-8b", "--gpus", "64", "--layout", "tp=8,gbs=128", "--gbs", "256"], capsys)
+    assert "--gbs" in err and "128" in err
+    assert main(["plan", "--model", "llama3-8b", "--gpus", "64", "--layout", "tp=8,gbs=128", "--gbs", "128",
+                 "--json"]) == 0
+    capsys.readouterr()
+
+
+def test_search_failure_names_what_to_change():
+    # before: both cases blamed "gbs" although the user had given no batch
+    from wanka.cluster import load_cluster
+    from wanka.plan import search
+    from wanka.workload import load_model
+    with pytest.raises(SpecError) as exc:  # 1 x 10M-token sequence: no layout of 32 layers splits it on 10k GPUs
+        search(load_model("llama3-8b"), load_cluster("wanka-10k"), seq=10_000_000)
+    assert exc.value.field == "seq"
+    with pytest.raises(SpecError) as exc:  # 405B on one node: nothing fits
+        search(load_model("llama3-405b"), load_cluster("wanka-10k", gpus=8))
+    assert exc.value.field == "gpus"
+    with pytest.raises(SpecError) as exc:  # a given batch no layout divides still names gbs
+        search(load_model("llama3-8b"), load_cluster("wanka-10k"), gbs=7)
+    assert exc.value.field == "gbs"
