@@ -130,10 +130,12 @@ def test_eos_finishes_with_stop_and_is_counted(tiny_export):
 
 
 def test_queue_full_raises(tiny_export):
-    engine = _engine(tiny_export, max_queue=2)
+    """max_queue bounds the requests waiting for a slot: with 1 slot and max_queue 2, three requests
+    that arrive together fit (one gets the slot), a fourth does not."""
+    engine = _engine(tiny_export, max_batch=1, max_queue=2)
     prompt = tiny_export.tokenizer.encode("x", bos=True)
-    engine.add_request(Request(prompt, _greedy(3)))
-    engine.add_request(Request(prompt, _greedy(3)))
+    for _ in range(3):
+        engine.add_request(Request(prompt, _greedy(3)))
     with pytest.raises(QueueFull):
         engine.add_request(Request(prompt, _greedy(3)))
 

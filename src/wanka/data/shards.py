@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -39,17 +40,24 @@ def prepare(inputs: list[Path], out: Path, shard_tokens: int = 1 << 20) -> dict:
     for f in files:
         ids += tok.encode(f.read_text(encoding="utf-8", errors="replace"), eos=True)
     all_ids = np.asarray(ids, dtype=np.uint16)
-    out.mkdir(parents=True, exist_ok=True)
-    shards = []
-    for n, start in enumerate(range(0, len(all_ids), shard_tokens)):
-        part = all_ids[start : start + shard_tokens]
-        name = f"shard_{n:05d}.bin"
-        part.tofile(out / name)
-        shards.append({"file": name, "tokens": int(len(part)), "sha256": hashlib.sha256(part.tobytes()).hexdigest()})
-    tok.save(out / "tokenizer.json")
-    meta = {"format": FORMAT, "tokens": int(len(all_ids)), "shards": shards, "tokenizer": "tokenizer.json",
-            "sources": [f.name for f in files]}
-    (out / "meta.json").write_text(json.dumps(meta, indent=2))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in out.glob("shard_*.bin"):  # a shorter re-prepare must not leave old shards behind
+            stale.unlink()
+        shards = []
+        for n, start in enumerate(range(0, len(all_ids), shard_tokens)):
+            part = all_ids[start : start + shard_tokens]
+            name = f"shard_{n:05d}.bin"
+            part.tofile(out / name)
+            shards.append({"file": name, "tokens": int(len(part)), "sha256": hashlib.sha256(part.tobytes()).hexdigest()})
+        tok.save(out / "tokenizer.json")
+        meta = {"format": FORMAT, "tokens": int(len(all_ids)), "shards": shards, "tokenizer": "tokenizer.json",
+                "sources": [f.name for f in files]}
+        tmp = out / "meta.json.tmp"  # meta.json last and atomically: without it the directory is not a data set
+        tmp.write_text(json.dumps(meta, indent=2))
+        os.replace(tmp, out / "meta.json")
+    except OSError as exc:
+        raise SpecError("data.out", "a writable directory", f"{out} ({exc.strerror})") from None
     return meta
 
 
@@ -65,6 +73,13 @@ class TokenShards:
             raise SpecError("data", "a directory made by `wanka data prepare` (with meta.json)", str(self.path)) from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise SpecError("data.format", FORMAT, meta.get("format") if isinstance(meta, dict) else meta, source=str(meta_file))
+        shards = meta.get("shards")
+        if not (isinstance(shards, list) and shards and all(
+                isinstance(s, dict) and isinstance(s.get("file"), str) and isinstance(s.get("tokens"), int)
+                and s["tokens"] > 0 for s in shards)):
+            raise SpecError("data.shards", "a non-empty list of {file, tokens, sha256}", shards, source=str(meta_file))
+        if not isinstance(meta.get("tokenizer"), str):
+            raise SpecError("data.tokenizer", "a tokenizer file name", meta.get("tokenizer"), source=str(meta_file))
         self.meta = meta
         self.tokenizer = load_tokenizer(self.path / meta["tokenizer"])
         parts = []
@@ -76,6 +91,15 @@ class TokenShards:
         self._parts = parts
         self._starts = np.cumsum([0] + [len(p) for p in parts])
         self.tokens = int(self._starts[-1])
+
+    def verify_checksums(self) -> None:
+        """SHA-256 of every shard against meta.json (opening checks only sizes). `wanka train` runs it
+        once before starting workers: a flipped byte otherwise surfaces as an out-of-range token id
+        inside torchrun, after every restart. About 1 s per GB."""
+        for s, part in zip(self.meta["shards"], self._parts):
+            if "sha256" in s and hashlib.sha256(np.asarray(part).tobytes()).hexdigest() != s["sha256"]:
+                raise SpecError("data.shards", f"{s['file']} matching its sha256 in meta.json (re-run `wanka data prepare`)",
+                                "a checksum mismatch", source=str(self.path / "meta.json"))
 
     def window(self, start: int, length: int) -> np.ndarray:
         """tokens[start : start + length] across shard boundaries, as int64."""

@@ -14,6 +14,7 @@ Errors use the OpenAI envelope {"error": {"message", "type", "param", "code"}}: 
 
 from __future__ import annotations
 
+import hmac
 import json
 import time
 from contextlib import asynccontextmanager
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI, Request as HttpRequest
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wanka.errors import SpecError
 from wanka.serve import protocol as P
@@ -63,7 +65,8 @@ def create_app(state: ServeState) -> FastAPI:
     @app.middleware("http")
     async def require_api_key(request: HttpRequest, call_next):
         if state.api_key and request.url.path.startswith("/v1"):
-            if request.headers.get("authorization", "") != f"Bearer {state.api_key}":
+            scheme, _, key = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(key.strip().encode(), state.api_key.encode()):
                 return _error(401, "invalid or missing API key: send the header 'Authorization: Bearer KEY'",
                               "invalid_request_error", code="invalid_api_key")
         return await call_next(request)
@@ -71,6 +74,14 @@ def create_app(state: ServeState) -> FastAPI:
     @app.exception_handler(HttpError)
     async def _http_error(request, exc: HttpError):
         return JSONResponse(exc.body, status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _route_error(request, exc: StarletteHTTPException):  # unknown path (404), wrong method (405)
+        what = {404: f"a known route (see /v1/models), got {request.url.path}",
+                405: f"a supported method for {request.url.path}, got {request.method}"}
+        message = f"{request.method} {request.url.path}: {exc.detail}" if exc.status_code not in what else \
+            f"route: expected {what[exc.status_code]}"
+        return _error(exc.status_code, message, "invalid_request_error", code=None)
 
     @app.exception_handler(SpecError)
     async def _spec_error(request, exc: SpecError):
@@ -141,6 +152,8 @@ def _submit(state: ServeState, req: Request):
 
 async def _next(queue):
     item = await queue.get()
+    if isinstance(item, QueueFull):  # lost a race for the last queue place inside the engine thread
+        raise HttpError(429, f"server busy: {item}; retry later", "rate_limit_error", code="rate_limit_exceeded")
     if isinstance(item, BaseException):
         raise HttpError(503, f"engine failed: {item}", "server_error", code="engine_failed")
     return item

@@ -87,5 +87,9 @@ def cmd_loadtest(args):
                 for r in result["levels"]]
         console.print(table(f"wanka loadtest {result['url']} ({result['model']}, {result['max_tokens']} tokens each)",
                             cols, rows))
+        for r in result["levels"]:
+            if r["first_error"]:
+                console.print(f"concurrency {r['concurrency']}: {r['errors']} error(s), first: {r['first_error']}",
+                              markup=False, highlight=False)
 
     return result, render

@@ -80,9 +80,16 @@ class Engine:
         self.last_batch_tokens = 0
 
     # ---- requests in and out ----
+    def waiting_for_slot(self, arriving: int = 0) -> int:
+        """Requests (plus `arriving` ones) that would still wait once every free KV-cache slot is
+        taken: what max_queue bounds. Counting all of `waiting` refused a request that had a free
+        slot when several arrived together."""
+        free = self.config.max_batch - len(self.running)
+        return max(0, len(self.waiting) + arriving - free)
+
     def add_request(self, req: Request) -> Request:
-        if len(self.waiting) >= self.config.max_queue:
-            raise QueueFull(f"{len(self.waiting)} requests waiting (max_queue {self.config.max_queue})")
+        if self.waiting_for_slot() >= self.config.max_queue:
+            raise QueueFull(f"{self.waiting_for_slot()} requests waiting (max_queue {self.config.max_queue})")
         if not req.prompt_ids or len(req.prompt_ids) >= self.context_len:
             raise ValueError(f"prompt of {len(req.prompt_ids)} tokens does not fit context {self.context_len}")
         req.id = req.id or f"req-{next(self._ids)}"
@@ -167,10 +174,12 @@ class Engine:
         return Delta(req, [token], self._take_text(req), reason is not None)
 
     def _take_text(self, req: Request) -> str:
-        """New text, holding back a tail that may still grow into a stop string."""
+        """New text, holding back only a tail that is the start of a stop string (and so may still grow
+        into one), as vLLM does; holding back len(stop) - 1 characters always delayed every chat
+        stream (stop "\nuser:") by five tokens."""
         end = len(req.text)
         if req.finish_reason is None:
-            end -= max((len(s) - 1 for s in req.params.stop), default=0)
+            end -= _partial_stop(req.text, req.params.stop)
         if end <= req.emitted_chars:
             return ""
         out = req.text[req.emitted_chars:end]
@@ -191,3 +200,14 @@ class Engine:
         while self.has_work():
             self.step()
         return reqs
+
+
+def _partial_stop(text: str, stops: list[str]) -> int:
+    """Length of the longest suffix of `text` that is a proper prefix of some stop string."""
+    best = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), best, -1):
+            if text.endswith(s[:k]):
+                best = k
+                break
+    return best

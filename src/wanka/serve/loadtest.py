@@ -30,7 +30,12 @@ async def _one(client: httpx.AsyncClient, body: dict) -> dict:
     async with client.stream("POST", "/v1/completions", json=body) as resp:
         if resp.status_code != 200:
             await resp.aread()
-            return {"error": resp.status_code, "message": resp.text[:200]}
+            try:
+                err = resp.json()["error"]
+                message, param = str(err["message"]), err.get("param")
+            except (ValueError, KeyError, TypeError):
+                message, param = resp.text[:200], None
+            return {"error": resp.status_code, "message": message, "param": param}
         async for line in resp.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
@@ -56,6 +61,7 @@ async def _level(url: str, headers: dict, body: dict, concurrency: int, requests
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
         wall_s = time.perf_counter() - start
     ok = [r for r in results if "error" not in r]
+    failed = [r for r in results if "error" in r]
     ttft = [r["ttft_s"] for r in ok if r["ttft_s"] is not None]
     lat = [r["latency_s"] for r in ok]
     tokens = sum(r["tokens"] for r in ok)
@@ -66,7 +72,9 @@ async def _level(url: str, headers: dict, body: dict, concurrency: int, requests
     return {"concurrency": concurrency, "requests": len(results), "errors": len(results) - len(ok),
             "wall_s": wall_s, "completion_tokens": tokens, "tokens_per_s": tokens / wall_s,
             "requests_per_s": len(ok) / wall_s, "ttft_p50_s": pct(ttft, 50), "ttft_p99_s": pct(ttft, 99),
-            "latency_p50_s": pct(lat, 50), "latency_p99_s": pct(lat, 99)}
+            "latency_p50_s": pct(lat, 50), "latency_p99_s": pct(lat, 99),
+            "first_error": f"HTTP {failed[0]['error']}: {failed[0]['message']}" if failed else None,
+            "_first_error_param": failed[0].get("param") if failed else None}
 
 
 def run_loadtest(url: str, levels: list[int], requests: int, max_tokens: int = 32,
@@ -90,4 +98,8 @@ def run_loadtest(url: str, levels: list[int], requests: int, max_tokens: int = 3
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
             "stream_options": {"include_usage": True}, "ignore_eos": True}
     rows = [asyncio.run(_level(url, headers, body, c, requests)) for c in levels]
+    params = [r.pop("_first_error_param") for r in rows]
+    if all(r["errors"] == r["requests"] for r in rows):  # nothing got through: say why, exit 2
+        flag = {"max_tokens": "--max-tokens", "model": "--url"}.get(params[0], "--url")
+        raise SpecError(flag, "requests the server completes", rows[0]["first_error"])
     return {"url": url, "model": model, "max_tokens": max_tokens, "levels": rows}

@@ -3,7 +3,9 @@
 Shapes follow the OpenAI API reference (Completions, Chat Completions, Models) as vLLM's
 OpenAI-compatible server also serves them. Unknown fields are ignored, as OpenAI-compatible servers
 do; fields we cannot honour (logprobs, penalties, n > 1, ...) are rejected with a 400 naming them
-rather than silently ignored.
+rather than silently ignored. Types are checked strictly, as OpenAI does: `"max_tokens": "5"`,
+`"max_tokens": true` or `"stream": "yes"` are 400s, not coerced (an integer is still a valid float).
+Chat takes `max_completion_tokens` (OpenAI's current name) as well as the older `max_tokens`.
 
 Chat template (byte tokenizer, no special role tokens): BOS, then one line per message
 `"{role}: {content}\n"`, then `"assistant:"`; generation also stops at `"\nuser:"`.
@@ -15,7 +17,7 @@ import time
 import uuid
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from wanka.errors import SpecError, from_pydantic
 from wanka.serve.sampling import SamplingParams
@@ -38,7 +40,7 @@ class _Sampling(_Body):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     n: Literal[1] = 1
     seed: int | None = None
-    stop: str | list[str] | None = None
+    stop: object = None               # a string or up to 4 strings; checked by _stops (one message for both)
     stream: bool = False
     stream_options: StreamOptions | None = None
     logprobs: object = None
@@ -58,9 +60,9 @@ class _Sampling(_Body):
     @field_validator("stop")
     @classmethod
     def _stops(cls, v):
-        stops = [v] if isinstance(v, str) else (v or [])
-        if len(stops) > 4 or any(not s for s in stops):
-            raise ValueError("up to 4 non-empty strings")
+        stops = [v] if isinstance(v, str) else (v if v is not None else [])
+        if not isinstance(stops, list) or len(stops) > 4 or any(not isinstance(s, str) or not s for s in stops):
+            raise ValueError("a non-empty string or a list of up to 4 non-empty strings")
         return stops
 
     def sampling(self, max_tokens: int, extra_stop: tuple[str, ...] = ()) -> SamplingParams:
@@ -91,6 +93,16 @@ class ChatMessage(_Body):
 class ChatRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list | None = None
+    max_completion_tokens: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _max_completion_tokens(self):
+        if self.max_completion_tokens is not None:
+            if self.max_tokens is not None and self.max_tokens != self.max_completion_tokens:
+                raise ValueError("max_completion_tokens: expected the same value as max_tokens when both are given, "
+                                 f"got {self.max_completion_tokens} and {self.max_tokens}")
+            self.max_tokens = self.max_completion_tokens
+        return self
 
     @field_validator("tools")
     @classmethod
@@ -105,7 +117,7 @@ def parse_body(cls: type[_Body], body: object) -> _Body:
     if not isinstance(body, dict):
         raise SpecError("body", "a JSON object", type(body).__name__)
     try:
-        return cls(**body)
+        return cls.model_validate(body, strict=True)
     except ValidationError as exc:
         raise from_pydantic(exc) from None
 

@@ -39,7 +39,7 @@ class EngineRunner:
         """Queue `req`; its Deltas arrive on the returned queue. Raises QueueFull (HTTP 429)."""
         loop, queue = asyncio.get_running_loop(), asyncio.Queue()
         with self._cond:
-            waiting = len(self._inbox) + len(self.engine.waiting)
+            waiting = self.engine.waiting_for_slot(arriving=len(self._inbox))
             if waiting >= self.engine.config.max_queue:
                 self.metrics.rejected.inc()
                 raise QueueFull(f"{waiting} requests waiting (max_queue {self.engine.config.max_queue})")

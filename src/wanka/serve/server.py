@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
@@ -49,13 +50,23 @@ def build_state(export_dir, quantize: str | None = None, max_batch: int = 32, ma
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    """A listening-ready TCP socket. It is made with proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on
+    sockets whose proto says TCP, and without it Nagle holds each streamed chunk until the client's
+    delayed ACK (~40 ms on Linux), so tokens on a keep-alive connection arrived in one burst."""
+    if not 0 <= port <= 65535:
+        raise SpecError("--port", "an integer in 0..65535 (0 picks a free port)", port)
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0][0]
+    except socket.gaierror as exc:
+        raise SpecError("--host", "a local address or host name", f"{host} ({exc.strerror})") from None
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise SpecError("--port", f"a free port on {host}", f"{port} ({exc.strerror})") from None
+        field = "--port" if exc.errno == errno.EADDRINUSE else "--host"
+        raise SpecError(field, "a free port on an address of this machine", f"{host}:{port} ({exc.strerror})") from None
     return sock
 
 

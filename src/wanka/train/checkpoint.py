@@ -125,9 +125,27 @@ def latest_valid(root: Path, log=print) -> tuple[int, Path] | None:
     return None
 
 
-def check_ckpt_dir(root: Path) -> None:
+def check_ckpt_dir(root: Path, spec=None) -> None:
+    """Before launching: `root` is a directory (or can be one), and when it already holds a valid
+    checkpoint, that checkpoint is of the same architecture as `spec` (a ModelSpec) - otherwise every
+    worker would fail to load it, once per elastic restart."""
     if root.exists() and not root.is_dir():
         raise SpecError("ckpt", "a directory (or a path to create)", str(root))
+    if spec is None:
+        return
+    found = latest_valid(root, log=lambda _: None)
+    if found is None:
+        return
+    try:
+        saved = json.loads((found[1] / "train_state.json").read_text())["model_spec"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return  # verify() passed, so this is an older format; the workers decide
+    now = spec.model_dump()
+    ignore = {"name", "seq_len", "notes"}  # no effect on parameter shapes
+    diff = sorted(k for k in set(saved) | set(now) if k not in ignore and saved.get(k) != now.get(k))
+    if diff:
+        raise SpecError("ckpt", f"a fresh directory, or one whose checkpoints are of this model "
+                        f"({found[1].name} holds {saved.get('name')!r}; differs in {', '.join(diff)})", str(root))
 
 
 class Checkpointer:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -102,12 +104,13 @@ def cmd_train(args):
         from wanka.train.parallelize import check_pp_schedule
 
         check_pp_schedule(args.pp_schedule, dims.layout)
-    check_ckpt_dir(Path(cfg.ckpt))
+    check_ckpt_dir(Path(cfg.ckpt), spec)
     data = Path(args.data) if args.data else default_data()
     shards = TokenShards(data)
+    shards.verify_checksums()
     if shards.tokenizer.vocab_size > spec.vocab:
         raise SpecError("model.vocab", f">= the tokenizer's vocab ({shards.tokenizer.vocab_size})", spec.vocab)
-    result = run_local(cfg, data, args.nproc, args.max_restarts, progress=not args.json)
+    result = run_local(cfg, data, args.nproc, args.max_restarts, progress=not args.json and sys.stderr.isatty())
 
     def render(console: Console) -> None:
         console.print(f"trained {result['steps']} steps on {args.nproc} process(es), layout {result['layout']}: "
@@ -134,7 +137,12 @@ def cmd_prepare(args):
     from wanka.data.shards import prepare
 
     out = Path(args.out)
-    inputs = [Path(p) for p in args.inputs] or write_corpus(out / "text")
+    if out.exists() and not out.is_dir():
+        raise SpecError("out", "a directory path", str(out))
+    try:
+        inputs = [Path(p) for p in args.inputs] or write_corpus(out / "text")
+    except OSError as exc:
+        raise SpecError("out", "a writable directory", f"{out} ({exc.strerror})") from None
     meta = prepare(inputs, out, args.shard_tokens)
     payload = {"out": str(out), "tokens": meta["tokens"], "shards": len(meta["shards"]), "sources": meta["sources"]}
 
@@ -150,17 +158,24 @@ def cmd_launch(args):
     from wanka.workload.spec import load_model
 
     spec = load_model(args.model)
-    check_launch(args.nodes, args.gpus_per_node, lambda gpus: ParallelDims.from_layout(args.layout, gpus, spec))
+    check_launch(args.nodes, args.gpus_per_node,
+                 lambda gpus: ParallelDims.from_layout(args.layout, gpus, spec, cuda=True),  # the job runs on GPUs
+                 args.name, args.switches, args.segment, partition=args.partition, image=args.image,
+                 topology=args.topology, queue=args.queue)
     if args.steps < 1:
         raise SpecError("steps", "an integer >= 1", args.steps)
-    train_args = (f"--model {args.model} --layout {args.layout} --steps {args.steps} "
-                  f"--data {args.data_dir} --ckpt {args.ckpt_dir}/{args.name}")
+    q = shlex.quote
+    train_args = (f"--model {q(args.model)} --layout {q(args.layout)} --steps {args.steps} "
+                  f"--data {q(args.data_dir)} --ckpt {q(args.ckpt_dir + '/' + args.name)}")
     if args.target == "slurm":
         text = slurm_script(args.name, args.nodes, args.gpus_per_node, train_args, args.switches, args.segment, args.partition)
     else:
         text = jobset_manifest(args.name, args.nodes, args.gpus_per_node, train_args, args.image, args.topology, args.queue)
     if args.out:
-        Path(args.out).write_text(text)
+        try:
+            Path(args.out).write_text(text)
+        except OSError as exc:
+            raise SpecError("out", "a writable file path", f"{args.out} ({exc.strerror})") from None
     payload = {"target": args.target, "nodes": args.nodes, "gpus": args.nodes * args.gpus_per_node,
                "layout": args.layout, "path": args.out, "text": None if args.out else text}
 

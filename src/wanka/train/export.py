@@ -8,6 +8,9 @@ plain model's state dict, whatever layout or world size saved it.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -51,18 +54,48 @@ def load_params(ckpt: Path) -> tuple[dict, dict[str, torch.Tensor]]:
 
 
 def export(ckpt: Path, out: Path) -> dict:
+    """Write the export into a hidden sibling directory, then move it into place: a failed export
+    leaves no partial directory, and an existing `out` keeps its old files until the new ones are
+    complete (config.json, which names the step and hash, goes in last)."""
     from safetensors.torch import save_file
 
     ckpt = resolve_checkpoint(Path(ckpt))
-    train_state, params = load_params(ckpt)
+    out = Path(out)
     if out.exists() and not out.is_dir():
         raise SpecError("out", "a directory path", str(out))
-    out.mkdir(parents=True, exist_ok=True)
+    if out.resolve() == ckpt.resolve() or ckpt.resolve() in out.resolve().parents:
+        raise SpecError("out", "a directory outside the checkpoint", str(out))
+    train_state, params = load_params(ckpt)
     digest = sha256_of(params)
-    save_file(params, str(out / "model.safetensors"))
-    ByteTokenizer().save(out / "tokenizer.json")
     config = {"format": "wanka-export-v1", "model": train_state["model_spec"], "dtype": "float32",
               "step": train_state["step"], "params_sha256": digest, "tokenizer": "tokenizer.json"}
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as exc:
+        raise SpecError("out", "a directory path that can be created", f"{out} ({exc.strerror})") from None
+    try:
+        save_file(params, str(tmp / "model.safetensors"))
+        ByteTokenizer().save(tmp / "tokenizer.json")
+        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+        mode = 0o666 & ~_umask()  # safetensors writes 0600; an export is meant to be read by a server
+        for f in tmp.iterdir():
+            f.chmod(mode)
+        if not out.exists():
+            tmp.chmod(0o777 & ~_umask())
+            os.replace(tmp, out)
+        else:
+            for name in ("model.safetensors", "tokenizer.json", "config.json"):
+                os.replace(tmp / name, out / name)
+    except OSError as exc:
+        raise SpecError("out", "a writable directory with room for the export", f"{out} ({exc.strerror})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return {"out": str(out), "checkpoint": str(ckpt), "step": train_state["step"], "params_sha256": digest,
             "tensors": len(params)}
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

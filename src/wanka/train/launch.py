@@ -12,8 +12,16 @@ names a node label (kueue.x-k8s.io/podset-preferred-topology).
 from __future__ import annotations
 
 import json
+import re
+import shlex
 
 from wanka.errors import SpecError
+
+# RFC 1123 label: what Kubernetes accepts as a JobSet name (also a safe Slurm job name); JobSet
+# derives pod host names "{name}-trainer-0-{i}" from it, which must stay within 63 characters.
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
+_SWITCHES = re.compile(r"^\d+(@(\d+-)?\d+(:\d{1,2}){0,2})?$")  # N or N@TIME (sbatch time formats)
+_SAFE = re.compile(r"^[\w./:@%+=,-]+$")  # values written into #SBATCH lines / YAML scalars unquoted
 
 
 def _torchrun(nodes: int, gpus: int, endpoint: str, train_args: str) -> str:
@@ -79,7 +87,19 @@ spec:
 """
 
 
-def check_launch(nodes: int, gpus_per_node: int, layout_gpus_ok) -> None:
+def check_launch(nodes: int, gpus_per_node: int, layout_gpus_ok, name: str = "wanka-train",
+                 switches: str | None = None, segment: int | None = None, **plain: str | None) -> None:
+    """Validate the flags before writing a job file. `plain`: flags whose values go into the file
+    unquoted (partition, image, topology, queue)."""
+    if not _NAME.match(name):
+        raise SpecError("name", "lowercase letters, digits and '-' (an RFC 1123 name, at most 40 characters)", name)
+    if switches is not None and not _SWITCHES.match(switches):
+        raise SpecError("switches", "N or N@HH:MM:SS (max leaf switches, optional max wait)", switches)
+    if segment is not None and not 1 <= segment <= nodes:
+        raise SpecError("segment", f"an integer in 1..{nodes} (nodes per topology block segment)", segment)
+    for flag, value in plain.items():
+        if value is not None and not _SAFE.match(value):
+            raise SpecError(flag, "a value without spaces or shell/YAML special characters", value)
     if nodes < 1:
         raise SpecError("nodes", "an integer >= 1", nodes)
     if gpus_per_node < 1:

@@ -27,14 +27,16 @@ class ParallelDims:
     tp: int
 
     @classmethod
-    def from_layout(cls, text_or_layout: str | Layout, world_size: int, model: ModelSpec) -> "ParallelDims":
+    def from_layout(cls, text_or_layout: str | Layout, world_size: int, model: ModelSpec,
+                    cuda: bool | None = None) -> "ParallelDims":
+        """`cuda`: whether the ranks will have GPUs (None: this machine's answer; `wanka launch` says True)."""
         layout = Layout.parse(text_or_layout) if isinstance(text_or_layout, str) else text_or_layout
         layout = layout.resolve(world_size, model)
         if layout.cp > 1:
             raise SpecError("layout.cp", "1 (context parallelism is not implemented in the runtime)", layout.cp)
         if layout.ep > 1:
             raise SpecError("layout.ep", "1 (expert parallelism is not implemented in the runtime)", layout.ep)
-        if layout.precision == "fp8" and not _cuda():
+        if layout.precision == "fp8" and not (_cuda() if cuda is None else cuda):
             raise SpecError("layout.precision", "bf16 or fp32 on CPU (fp8 needs a CUDA GPU)", "fp8")
         if layout.precision == "fp16":
             raise SpecError("layout.precision", "bf16, fp32 or fp8 (fp16 needs loss scaling, not implemented)", "fp16")

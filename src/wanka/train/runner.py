@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,20 +37,53 @@ def run_local(cfg: TrainConfig, data: Path, nproc: int, max_restarts: int, progr
         proc = subprocess.Popen(torchrun_cmd(nproc, max_restarts, config_file, data), stdout=log, stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)
         try:
-            if progress:
-                _follow(proc, ckpt / "metrics.jsonl", cfg.steps)
-            rc = proc.wait()
-        except KeyboardInterrupt:
-            proc.terminate()
+            with _sigterm_as_interrupt():
+                if progress:
+                    _follow(proc, ckpt / "metrics.jsonl", cfg.steps)
+                rc = proc.wait()
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (kill, scancel): stop torchrun and its workers too
+            _stop(proc)
             raise
     if rc != 0 or not result_file.is_file():
         lines = log_file.read_text().strip().splitlines()
-        errors = [l for l in lines if "Error" in l] + [l.split("wanka: error: ", 1)[1] for l in lines if "wanka: error: " in l]
+        # the workers' own exception lines ("[rank0]: IndexError: ...") name the cause; torchrun's
+        # closing ChildFailedError only says that a child failed
+        causes = [l for l in lines if re.match(r"^\[rank\d+\]:\s*[\w.]*(Error|Exception)\b", l)]
+        errors = causes or [l for l in lines if "Error" in l]
+        errors += [l.split("wanka: error: ", 1)[1] for l in lines if "wanka: error: " in l]
         raise TrainingFailed(rc, log_file, (errors or lines or [""])[-1])
     result = json.loads(result_file.read_text())
     result.update({"ckpt": str(ckpt), "log": str(log_file), "metrics": str(ckpt / "metrics.jsonl"),
                    "events": str(ckpt / "events.jsonl")})
     return result
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """torchrun runs in its own session (so a terminal's Ctrl-C reaches only us); without this, a
+    SIGTERM to `wanka train` ended it and left torchrun and every worker training on, orphaned."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _stop(proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """SIGTERM torchrun (its agent stops the workers), then SIGKILL the whole session if it lingers."""
+    proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 class TrainingFailed(SpecError):
