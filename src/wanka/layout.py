@@ -6,7 +6,8 @@ Degrees: tp (tensor), pp (pipeline stages), vpp (virtual stages per rank, interl
 cp (context), dp (data; may be omitted and derived from the GPU count), ep (expert parallel: the
 experts are sharded over the dp*cp ranks, as in Megatron-Core), dp_shard (HSDP: FSDP shard group
 size inside dp, default all of dp when zero=3). Batch: mbs (sequences per micro-batch), gbs
-(sequences per step; default dp*mbs, one micro-batch per rank). Memory: zero 0-3 (1 = sharded
+(sequences per step; default dp*mbs*pp: pp micro-batches per pipeline, the fewest that fill a
+1F1B pipeline and that interleaving accepts; dp*mbs when pp is 1). Memory: zero 0-3 (1 = sharded
 optimizer states, 2 = + gradients, 3 = + parameters, i.e. FSDP), recompute none|selective|full.
 precision bf16|fp16|fp8|fp32. sp (sequence parallel) defaults to true when tp > 1.
 
@@ -103,7 +104,7 @@ class Layout:
             dp = gpus // mp
         if mp * dp != gpus:
             raise SpecError(f"{field}", f"tp*pp*cp*dp == GPUs ({gpus}); {self} gives {mp * dp}")
-        gbs = self.gbs if self.gbs is not None else dp * self.mbs
+        gbs = self.gbs if self.gbs is not None else dp * self.mbs * self.pp
         if gbs % (dp * self.mbs):
             raise SpecError(f"{field}.gbs", f"a multiple of dp*mbs ({dp * self.mbs})", gbs)
         if (dp * self.cp) % self.ep:

@@ -17,7 +17,7 @@ GOLDEN = Path(__file__).with_name("golden")
     (["--inject", "kill@step=1,rank=5", "--nproc", "2"], "inject"),
     (["--model", "no-such-model"], "model"),
     (["--layout", "precision=fp8"], "layout.precision"),
-    (["--layout", "pp=2", "--nproc", "2"], "layout.gbs"),
+    (["--layout", "pp=2,gbs=1", "--nproc", "2"], "layout.gbs"),
     (["--layout", "pp=2,gbs=4", "--nproc", "2", "--pp-schedule", "interleaved"], "pp-schedule"),
     (["--model", "tiny-moe", "--layout", "tp=2", "--nproc", "2"], "layout.tp"),
 ])

@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=_positive("--gpus"), help="use this many GPUs of the cluster")
     p.add_argument("--tokens", default="15T", help="token budget of the whole run (e.g. 15T)")
     p.add_argument("--gbs", type=_positive("--gbs"), help="global batch in sequences (search default: one batch "
-                   "within 16M tokens; with --layout: the layout's gbs, else dp*mbs as in Megatron)")
+                   "within 16M tokens; with --layout: the layout's gbs, else dp*mbs*pp, the Layout default)")
     p.add_argument("--seq", type=_positive("--seq"), help="sequence length (default: the model's)")
     p.add_argument("--top", type=_positive("--top"), default=5, help="layouts to show")
     p.add_argument("--layout", help='price this layout, e.g. "tp=8,pp=16,vpp=4,gbs=2048"')

@@ -42,6 +42,8 @@ def _torchao_available() -> bool:
         # torchao prints "Failed to load ... .so" lines for optional CUDA kernels on a CPU build
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
             logging.getLogger("torchao").setLevel(logging.ERROR)
+            # torchao 0.18 registers an Enum with torch's pytree, which logs a deprecation warning
+            logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
             import torchao.quantization  # noqa: F401
         return True
     except Exception:  # any import failure means: use the fallback

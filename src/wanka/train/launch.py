@@ -43,7 +43,7 @@ def slurm_script(name: str, nodes: int, gpus_per_node: int, train_args: str, swi
     lines += ["", "set -euo pipefail",
               'HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
               "export JOB_ID=$SLURM_JOB_ID",
-              "export NCCL_ASYNC_ERROR_HANDLING=1",
+              "export TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
               "",
               "srun --kill-on-bad-exit=1 " + _torchrun(nodes, gpus_per_node, "$HEAD:29500", train_args), ""]
     return "\n".join(lines)
