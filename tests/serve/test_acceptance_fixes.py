@@ -131,3 +131,18 @@ def test_stream_holds_back_only_a_partial_stop_match(tiny_export):
             if not d.finished:  # every step's new text is out as soon as it cannot start a stop string
                 assert req.emitted_chars == len(req.text) - _partial_stop(req.text, ["\nuser:"])
     assert req.emitted_chars == len(req.text)
+
+
+def test_announced_socket_accepts_connections_before_the_server_loop_starts():
+    """`wanka serve --json` prints its URL right after binding; a client connecting at once must
+    wait in the backlog, not be refused (a CI run once hit ECONNREFUSED here)."""
+    import socket as _socket
+
+    from wanka.serve.server import bind_socket
+
+    sock = bind_socket("127.0.0.1", 0)
+    try:
+        conn = _socket.create_connection(sock.getsockname()[:2], timeout=2)
+        conn.close()
+    finally:
+        sock.close()

@@ -67,6 +67,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.close()
         field = "--port" if exc.errno == errno.EADDRINUSE else "--host"
         raise SpecError(field, "a free port on an address of this machine", f"{host}:{port} ({exc.strerror})") from None
+    # Listen now, not when uvicorn's loop starts: the URL is announced (and clients may connect) as
+    # soon as this returns; connections wait in the backlog instead of being refused.
+    sock.listen(2048)
     return sock
 
 
