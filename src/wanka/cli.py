@@ -42,6 +42,15 @@ def json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
 
 
+def needs_subcommand(choices: str, example: str):
+    """A handler for a bare group command (`wanka cluster`): a usage error, exit 2, one stderr line."""
+
+    def handler(args) -> None:
+        raise SpecError("command", f"a subcommand: {choices} (e.g. `{example}`; -h for help)")
+
+    return handler
+
+
 def positive_int_list(text: str, flag: str, example: str = "1,8,32") -> list[int]:
     """Parse a comma-separated list of positive integers given to `flag` (e.g. --gpus 1024,2048)."""
     try:

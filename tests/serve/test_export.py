@@ -53,6 +53,8 @@ DAMAGE = {
     "missing tensor": (lambda d: _rewrite_tensors(d, lambda t: t.pop("norm.weight")), "norm.weight"),
     "extra tensor": (lambda d: _rewrite_tensors(d, lambda t: t.update({"layers.9.x": torch.zeros(1)})), "layers.9.x"),
     "edited weights": (lambda d: _rewrite_tensors(d, lambda t: t["norm.weight"].mul_(2)), "params_sha256"),
+    "tokenizer outside the dir": (lambda d: _rewrite_config(d, lambda c: c.update(tokenizer="../tokenizer.json")),
+                                  "tokenizer: expected a file name inside the export directory"),
     "wrong dtype": (lambda d: _rewrite_tensors(d, lambda t: t.update({"norm.weight": t["norm.weight"].half()})),
                     "norm.weight: expected dtype float32"),
 }

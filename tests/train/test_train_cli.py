@@ -48,7 +48,8 @@ def test_data_prepare(run_json, tmp_path):
 
 @pytest.mark.parametrize("target, extra, golden", [
     ("slurm", ["--switches", "2@01:00:00", "--partition", "train"], "slurm_llama3-8b_4nodes.sbatch"),
-    ("k8s", ["--topology", "cloud.google.com/gce-topology-block", "--queue", "team-a"], "k8s_llama3-8b_4nodes.yaml"),
+    ("k8s", ["--topology", "cloud.google.com/gce-topology-block", "--queue", "team-a", "--pvc", "team-a-shared"],
+     "k8s_llama3-8b_4nodes.yaml"),
 ])
 def test_launch_matches_golden(run_cli, tmp_path, target, extra, golden):
     out = tmp_path / golden

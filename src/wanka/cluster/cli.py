@@ -6,8 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from wanka.cli import json_flag
-from wanka.errors import SpecError
+from wanka.cli import json_flag, needs_subcommand
 from wanka.cluster.presets import DEFAULT_CLUSTER, cluster_names, load_cluster
 from wanka.output import fmt, table
 
@@ -22,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("cluster", nargs="?", default=DEFAULT_CLUSTER, help="preset name or YAML/JSON spec file")
     json_flag(show)
     show.set_defaults(func=cmd_show)
-    p.set_defaults(func=_no_subcommand)
+    p.set_defaults(func=needs_subcommand("list | show", "wanka cluster list"))
 
 
 def cmd_list(args):
@@ -64,7 +63,3 @@ def cmd_show(args):
 
     return s, render
 
-
-def _no_subcommand(args):
-    # a bare group command is a usage error: exit 2 with one line on stderr (help goes with -h)
-    raise SpecError("command", "a subcommand: list | show (e.g. `wanka cluster list`; -h for help)")

@@ -11,7 +11,7 @@ import argparse
 
 from rich.console import Console
 
-from wanka.cli import json_flag
+from wanka.cli import json_flag, needs_subcommand
 from wanka.cluster import DEFAULT_CLUSTER, load_cluster
 from wanka.errors import SpecError
 from wanka.output import fmt, table
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cp.add_argument("--policies", default=",".join(DEFAULT_POLICIES), help="comma-separated policy strings")
     cp.add_argument("--report", default=None, help="write a self-contained HTML report with plots here")
     cp.set_defaults(func=cmd_compare)
-    p.set_defaults(func=_no_subcommand)
+    p.set_defaults(func=needs_subcommand("replay | compare", "wanka sched replay --trace philly"))
 
 
 def _setup(args, policies: list[str]):
@@ -134,7 +134,3 @@ def _header(console: Console, row: dict) -> None:
     if not row["speed_model_wired"]:
         console.print("placement speed model NOT wired (wanka.comm missing): every speed factor is 1.0")
 
-
-def _no_subcommand(args):
-    # a bare group command is a usage error: exit 2 with one line on stderr (help goes with -h)
-    raise SpecError("command", "a subcommand: replay | compare (e.g. `wanka sched replay --trace philly`; -h for help)")

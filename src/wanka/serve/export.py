@@ -108,8 +108,9 @@ def _check_config(data: dict, path: Path) -> ModelSpec:
     step = data.get("step")
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise SpecError("step", "a non-negative integer", step, source=src)
-    if not isinstance(data.get("tokenizer"), str):
-        raise SpecError("tokenizer", "a file name inside the export directory", data.get("tokenizer"), source=src)
+    tok = data.get("tokenizer")
+    if not isinstance(tok, str) or not tok or "/" in tok or "\\" in tok or tok in (".", ".."):
+        raise SpecError("tokenizer", "a file name inside the export directory", tok, source=src)
     return spec
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from wanka.cli import json_flag
+from wanka.cli import json_flag, needs_subcommand
 from wanka.errors import SpecError
 from wanka.output import fmt
 
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     prep.add_argument("--shard-tokens", type=int, default=1 << 20)
     json_flag(prep)
     prep.set_defaults(func=cmd_prepare)
-    d.set_defaults(func=lambda args: (d.print_help(), 2)[1])
+    d.set_defaults(func=needs_subcommand("prepare", "wanka data prepare texts/*.txt --out data/"))
 
     la = sub.add_parser("launch", help="write a multi-node job file (sbatch script or JobSet manifest)")
     la.add_argument("target", choices=["slurm", "k8s"])
@@ -71,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     la.add_argument("--image", default="wanka:latest", help="k8s: container image")
     la.add_argument("--topology", help="k8s: node label for Kueue topology-aware scheduling")
     la.add_argument("--queue", help="k8s: Kueue LocalQueue name")
+    la.add_argument("--pvc", help="k8s: PersistentVolumeClaim to mount at /shared (data and checkpoints)")
     la.add_argument("--out", help="write the file here instead of stdout")
     json_flag(la)
     la.set_defaults(func=cmd_launch)
@@ -161,7 +162,7 @@ def cmd_launch(args):
     check_launch(args.nodes, args.gpus_per_node,
                  lambda gpus: ParallelDims.from_layout(args.layout, gpus, spec, cuda=True),  # the job runs on GPUs
                  args.name, args.switches, args.segment, partition=args.partition, image=args.image,
-                 topology=args.topology, queue=args.queue)
+                 topology=args.topology, queue=args.queue, pvc=args.pvc)
     if args.steps < 1:
         raise SpecError("steps", "an integer >= 1", args.steps)
     q = shlex.quote
@@ -170,7 +171,8 @@ def cmd_launch(args):
     if args.target == "slurm":
         text = slurm_script(args.name, args.nodes, args.gpus_per_node, train_args, args.switches, args.segment, args.partition)
     else:
-        text = jobset_manifest(args.name, args.nodes, args.gpus_per_node, train_args, args.image, args.topology, args.queue)
+        text = jobset_manifest(args.name, args.nodes, args.gpus_per_node, train_args, args.image, args.topology, args.queue,
+                               args.pvc)
     if args.out:
         try:
             Path(args.out).write_text(text)

@@ -50,10 +50,16 @@ def slurm_script(name: str, nodes: int, gpus_per_node: int, train_args: str, swi
 
 
 def jobset_manifest(name: str, nodes: int, gpus_per_node: int, train_args: str, image: str,
-                    topology: str | None = None, queue: str | None = None) -> str:
+                    topology: str | None = None, queue: str | None = None, pvc: str | None = None) -> str:
+    """`pvc`: a PersistentVolumeClaim mounted at /shared (where --data-dir and --ckpt-dir live by
+    default). /dev/shm is always a memory-backed emptyDir: the container runtime's 64 MB default is
+    too small for PyTorch's data-loader workers and NCCL's shared-memory transport."""
     endpoint = f"{name}-trainer-0-0.{name}:29500"
     cmd = _torchrun(nodes, gpus_per_node, endpoint, train_args).replace("$JOB_ID", name)
     meta_labels = f"\n  labels:\n    kueue.x-k8s.io/queue-name: {queue}" if queue else ""
+    shared_mount = "\n              - name: shared\n                mountPath: /shared" if pvc else ""
+    shared_volume = (f"\n            - name: shared\n              persistentVolumeClaim:\n                claimName: {pvc}"
+                     if pvc else "")
     topo = (f"\n          metadata:\n            annotations:\n              kueue.x-k8s.io/podset-preferred-topology: {topology}" if topology else "")
     return f"""apiVersion: jobset.x-k8s.io/v1alpha2
 kind: JobSet
@@ -84,6 +90,13 @@ spec:
               resources:
                 limits:
                   nvidia.com/gpu: {gpus_per_node}
+              volumeMounts:
+              - name: dshm
+                mountPath: /dev/shm{shared_mount}
+            volumes:
+            - name: dshm
+              emptyDir:
+                medium: Memory{shared_volume}
 """
 
 
