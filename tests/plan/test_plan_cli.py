@@ -25,13 +25,10 @@ BAD = [
 
 
 @pytest.mark.parametrize("argv", BAD, ids=lambda a: " ".join(a[1:]) or "no-args")
-def test_bad_input_is_exit_2_and_one_line(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse usage errors exit from inside parse_args
-        rc = exc.code
+def test_bad_input_is_exit_2_and_one_line(argv, run_cli):
+    rc, _, err = run_cli(*argv)
     assert rc == 2
-    err = capsys.readouterr().err.strip()
+    err = err.strip()
     assert len(err.splitlines()) == 1 and "error" in err and "Traceback" not in err
 
 

@@ -7,27 +7,24 @@ from wanka.plan.cli import parse_tokens
 from wanka.errors import SpecError
 
 
-def _err(argv, capsys) -> str:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse type errors exit from inside parse_args
-        rc = exc.code
+def _err(argv, run_cli) -> str:
+    rc, _, err = run_cli(*argv)
     assert rc == 2
-    err = capsys.readouterr().err.strip()
+    err = err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     return err
 
 
 @pytest.mark.parametrize("flag,value", [("--gpus", "0"), ("--gpus", "abc"), ("--top", "-1"), ("--seq", "0"),
                                         ("--gbs", "1.5")])
-def test_integer_flags_say_what_is_expected(flag, value, capsys):
+def test_integer_flags_say_what_is_expected(flag, value, run_cli):
     # before: argparse swallowed the SpecError and printed "invalid conv value: '0'"
-    err = _err(["plan", "--model", "llama3-8b", flag, value], capsys)
+    err = _err(["plan", "--model", "llama3-8b", flag, value], run_cli)
     assert flag in err and "expected a positive integer" in err and "conv" not in err
 
 
-def test_scale_integer_flag(capsys):
-    err = _err(["plan", "scale", "--model", "tiny", "--gpus", "8", "--seq", "0"], capsys)
+def test_scale_integer_flag(run_cli):
+    err = _err(["plan", "scale", "--model", "tiny", "--gpus", "8", "--seq", "0"], run_cli)
     assert "--seq" in err and "expected a positive integer" in err
 
 
@@ -43,15 +40,15 @@ def test_tokens_still_parse():
     assert parse_tokens("15T") == 15e12 and parse_tokens("2.5e3M") == 2.5e9
 
 
-def test_gpus_not_whole_nodes_names_the_flag(capsys):
+def test_gpus_not_whole_nodes_names_the_flag(run_cli):
     # before: "preset wanka-10k: gpus: expected a multiple of gpus_per_node (8)" -- a field the user never typed
-    err = _err(["plan", "--model", "llama3-8b", "--gpus", "12"], capsys)
+    err = _err(["plan", "--model", "llama3-8b", "--gpus", "12"], run_cli)
     assert "--gpus" in err and "12" in err
 
 
-def test_two_different_batches_are_an_error(capsys):
+def test_two_different_batches_are_an_error(run_cli, capsys):
     # before: --gbs was silently ignored when the layout had its own gbs
-    err = _err(["plan", "--model", "llama3-8b", "--gpus", "64", "--layout", "tp=8,gbs=128", "--gbs", "256"], capsys)
+    err = _err(["plan", "--model", "llama3-8b", "--gpus", "64", "--layout", "tp=8,gbs=128", "--gbs", "256"], run_cli)
     assert "--gbs" in err and "128" in err
     assert main(["plan", "--model", "llama3-8b", "--gpus", "64", "--layout", "tp=8,gbs=128", "--gbs", "128",
                  "--json"]) == 0
