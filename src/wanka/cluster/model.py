@@ -36,6 +36,7 @@ class Cluster:
         self.spec = spec
         self.gpu: GPU = gpu(spec.gpu) if isinstance(spec.gpu, str) else inline_gpu(spec.gpu)
         self._tree = tree  # explicit topology: (nodes, tiers) leaf-first group ids
+        self._node_groups: dict[str, np.ndarray] | None = None
         so = spec.scale_out
         if so.nic is not None:
             card = nic(so.nic, field="scale_out.nic")
@@ -219,13 +220,23 @@ class Cluster:
         return {"gpu": gpu_W / 1e6, "it": it / 1e6, "facility": it * p.pue / 1e6}
 
     def node_groups(self) -> dict[str, np.ndarray]:
-        """Group id of every node at each level above the node (for the scheduler's placement)."""
+        """Group id of every node at each level above the node (for the scheduler's placement).
+
+        Computed once per cluster (the scheduler and comm ask for it on every placement); the
+        arrays are read-only so that no caller can change them for the others."""
+        if self._node_groups is None:
+            self._node_groups = self._compute_node_groups()
+            for ids in self._node_groups.values():
+                ids.flags.writeable = False
+        return dict(self._node_groups)
+
+    def _compute_node_groups(self) -> dict[str, np.ndarray]:
         idx = np.arange(self.nodes)
         gpn = self.gpus_per_node
         out = {"scale-up": idx // (self.domain // gpn)}
         if self._tree is not None:
             names = ["leaf", "spine", "core"][: self._tree.shape[1]]
-            out.update({name: self._tree[:, t] for t, name in enumerate(names)})
+            out.update({name: self._tree[:, t].copy() for t, name in enumerate(names)})
         else:
             for level in self.levels[1:]:
                 out[level.name] = idx // max(1, level.span_gpus // gpn)

@@ -16,7 +16,6 @@ Irregular placements are rounded up per level (the busiest unit sets the pace of
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Sequence
@@ -65,22 +64,10 @@ def _busiest_fanout(ids: np.ndarray, units: list[np.ndarray]) -> tuple[int, ...]
     return tuple(fan)
 
 
-_NODE_GROUPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _node_groups(cluster: "Cluster") -> dict[str, np.ndarray]:
-    """cluster.node_groups(), computed once per cluster (the scheduler asks for every placement)."""
-    groups = _NODE_GROUPS.get(cluster)
-    if groups is None:
-        groups = cluster.node_groups()
-        _NODE_GROUPS[cluster] = groups
-    return groups
-
-
 def _level_unit_ids(cluster: "Cluster", gpu_ids: np.ndarray) -> list[np.ndarray]:
     gpn = cluster.gpus_per_node
     node = gpu_ids // gpn
-    groups = _node_groups(cluster)
+    groups = cluster.node_groups()
     out = []
     for i, level in enumerate(cluster.levels):
         if i == len(cluster.levels) - 1:
