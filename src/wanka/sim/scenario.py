@@ -174,27 +174,11 @@ def scenario_names() -> list[str]:
     return preset_names("wanka.sim")
 
 
-def _indexed(loc) -> str:
-    """A pydantic location as the twin writes fields everywhere: jobs[0].gpus, failures.causes[2].unit."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not str(part).startswith("function-"):
-            out += f".{part}" if out else str(part)
-    return out
-
-
 def parse_scenario(data: dict[str, Any], source: str | None = None) -> Scenario:
     try:
         return Scenario.model_validate(data)
-    except ValidationError as exc:
-        err = from_pydantic(exc, source=source)
-        plain = ".".join(str(p) for p in exc.errors()[0].get("loc", ()) if not str(p).startswith("function-"))
-        indexed = _indexed(exc.errors()[0].get("loc", ()))
-        if plain and err.field.startswith(plain):  # list positions as [i], one form in every message
-            err = SpecError(indexed + err.field[len(plain):], err.expected, err.got, source=err.source)
-        raise err from None
+    except ValidationError as exc:  # from_pydantic writes list positions as jobs[0].gpus
+        raise from_pydantic(exc, source=source) from None
 
 
 def load_scenario(name_or_path: str, **overrides: Any) -> Scenario:
