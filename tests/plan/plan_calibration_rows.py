@@ -104,12 +104,17 @@ def runnable(row: dict) -> bool:
 
 
 def zero3_2021_options(row: dict) -> Options | None:
-    """DeepSpeed ZeRO-3 rows of SC'21 Table 2: collectives neither overlapped nor hierarchical.
+    """DeepSpeed ZeRO-3 rows of SC'21 Table 2 (DeepSpeed as of early 2021).
 
-    A HYPOTHESIS, not a sourced fact: the rows' step time stays at ~67 s from 768 to 1,536 GPUs
-    (and 530B from 1,120 to 2,240), i.e. a fixed per-GPU communication cost of ~4 x the fp16
-    model at ~one 200 Gb/s NIC per GPU, exposed. docs/plan.md discusses it.
+    Mechanisms from DeepSpeed's stage-3 code: every weight matrix is gathered when its submodule
+    runs and only the next one is prefetched (zero3_unit="weight"); gradient reduce-scatters run on
+    the compute stream (overlap_comm defaulted to false: zero3_grad_overlap=False). Megatron 2021
+    had no FlashAttention. ONE HYPOTHESIS, not sourced: the collectives moved about one 200 Gb/s
+    NIC per GPU (algorithm="flat-ring") -- the rows' step time is the same at 768 and 1,536 GPUs
+    (175B) and at 1,120 and 2,240 (530B), a constant per-GPU volume at ~21-23 GB/s, where NCCL's
+    topology-aware rings would reach ~8x that on DGX-A100. docs/plan.md discusses it.
     """
-    if _zero(row["parallelism"].get("zero_or_fsdp")) != 3:
+    if _zero(row["parallelism"].get("zero_or_fsdp")) != 3 or "deepspeed" not in (row["parallelism"].get("framework") or "").lower():
         return None
-    return Options(attention="unfused", tp_overlap=0.0, dp_overlap=False, algorithm="flat-ring")
+    return Options(attention="unfused", tp_overlap=0.0, dp_overlap=True, algorithm="flat-ring",
+                   zero3_unit="weight", zero3_grad_overlap=False)

@@ -22,6 +22,7 @@ from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
 from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
+from wanka.plan.zero3 import UNITS as ZERO3_UNITS, zero3_microbatch_s
 from wanka.workload.activations import RECOMPUTE_MODULES
 from wanka.workload.flops import model_flops_per_token
 from wanka.workload.spec import ModelSpec
@@ -69,6 +70,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     bad = [x for x in opts.recompute_modules if x not in RECOMPUTE_MODULES]
     if bad:
         raise SpecError("options.recompute_modules", f"names among {', '.join(RECOMPUTE_MODULES)}", ",".join(bad))
+    if opts.zero3_unit not in ZERO3_UNITS:
+        raise SpecError("options.zero3_unit", " | ".join(ZERO3_UNITS), opts.zero3_unit)
     if not 0.0 <= opts.comm_sm_fraction < 1.0:
         raise SpecError("options.comm_sm_fraction", "a fraction in [0, 1)", opts.comm_sm_fraction)
     dualpipe = opts.pipeline == "dualpipe"
@@ -95,6 +98,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     def stage_pass(dense: int, moe: int, last: bool):
         fwd = bwd = rec = 0.0
         comm = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
+        runs = []  # (LayerTime, count, is_moe) for ZeRO-3's unit-by-unit gathers
         for count, is_moe in ((dense, False), (moe, True)):
             if not count:
                 continue
@@ -103,6 +107,9 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
             full = lay.recompute == "full"
+            # one layer's forward and backward (without a full-recompute replay) for ZeRO-3's units
+            runs.append((lt, count, is_moe, lt.fwd_s * slow + tp_s + cp_f + ep_l,
+                         (lt.bwd_s + (0.0 if full else lt.recompute_s)) * slow + tp_s + cp_b + ep_l))
             fwd += count * (lt.fwd_s * slow + tp_s + cp_f + ep_l)
             bwd += count * ((lt.bwd_s + lt.recompute_s) * slow + tp_s * (2 if full else 1) + cp_b + ep_l * (2 if full else 1))
             rec += count * lt.recompute_s * slow
@@ -113,11 +120,11 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             ht = head_time(model, gpu, lay.mbs, s_loc, lay.tp, lay.precision)
             fwd += ht.fwd_s * slow
             bwd += ht.bwd_s * slow
-        return fwd, bwd, rec, comm
+        return fwd, bwd, rec, comm, runs
 
     # every distinct stage (dense/MoE mix, output layer) is priced; the slowest sets the pace
     stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in distinct_stages(model, lay.pp)}
-    fwd, bwd, rec, comm = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
+    fwd, bwd, rec, comm, runs = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
 
     p2p = 0.0 if dualpipe else pp_p2p_s(cluster, lay, act_bytes / (lay.tp if (sp or lay.tp > 1) else 1), opts)
     p2p_mb = 2 * lay.vpp * p2p  # one forward and one backward transfer per model chunk
@@ -134,14 +141,15 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
                   key=lambda sts: sum(sum(_stage_params(model, lay, i)) for i in sts))
     dense_p = sum(_stage_params(model, lay, i)[0] for i in fullest)
     expert_p = sum(_stage_params(model, lay, i)[1] for i in fullest)
-    n_layers = sum(sum(stage_layers(model, lay.pp, i)) for i in fullest)
-    dp = dp_comm(cluster, lay, dense_p, expert_p, n_layers, lay.recompute, opts)
+    dp = dp_comm(cluster, lay, dense_p, expert_p, opts)
     if opts.dp_overlap:
         dp_exposed = max(0.0, dp.grad_s - bwd) + max(0.0, dp.param_s - fwd)
-        z3 = dp.per_step_microbatches(lay) * max(0.0, dp.zero3_per_microbatch_s - (fwd + bwd))
+        z3 = dp.per_step_microbatches(lay) * max(0.0, dp.microbatch_rs_s - (fwd + bwd))
     else:
         dp_exposed = dp.grad_s + dp.param_s
-        z3 = dp.per_step_microbatches(lay) * dp.zero3_per_microbatch_s
+        z3 = dp.per_step_microbatches(lay) * dp.microbatch_rs_s
+    if lay.zero == 3:  # gathers and reduce-scatters of every micro-batch, unit by unit
+        z3 = lay.microbatches * zero3_microbatch_s(cluster, model, lay, runs, dense_p, expert_p, opts)[0]
     shard = lay.dp * lay.cp if lay.zero >= 1 else 1
     expert_shard = max(1, shard // lay.ep)
     optimizer_s = ADAM_BYTES_PER_PARAM * (dense_p / shard + expert_p / expert_shard) / E.hbm_Bps(gpu)

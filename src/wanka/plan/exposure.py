@@ -19,7 +19,7 @@ outermost (wanka.layout). Every collective is priced by wanka.comm.collective_ti
        shard, so it reduce-scatters every micro-batch's gradients (DeepSpeed ZeRO-2; FSDP without
        no_sync), prefetched under the next micro-batch's compute. ZeRO-3 gathers parameters for the
        forward, backward (and recompute) of every micro-batch and reduce-scatters gradients every
-       micro-batch, prefetched under that micro-batch's compute.
+       micro-batch, one unit (block or weight) ahead of the compute: wanka.plan.zero3.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ class Options:
     # s.3.2.2: 20 of the H800's 132 SMs for the overlapped all-to-all); compute slows by 1/(1-f)
     comm_sm_fraction: float = 0.0
     fp8_activation_cache: bool = True  # FP8 runs cache FP8 GEMM inputs in 1 byte (DeepSeek-V3 s.3.3.2)
+    # ZeRO-3 (wanka.plan.zero3): what one gather fetches -- "layer" (FSDP/FSDP2 block) or "weight"
+    # (DeepSpeed ZeRO-3's per-submodule fetch); and whether gradient reduce-scatters overlap the
+    # backward (DeepSpeed overlap_comm, false by default before 2022)
+    zero3_unit: str = "layer"
+    zero3_grad_overlap: bool = True
 
 
 @lru_cache(maxsize=200_000)
@@ -105,21 +110,20 @@ def pp_p2p_s(cluster, lay, act_bytes: float, opts: Options) -> float:
 class DPComm:
     grad_s: float  # gradient reduction (all-reduce, or reduce-scatter)
     param_s: float  # parameter all-gather after the optimizer (zero >= 1)
-    zero3_per_microbatch_s: float  # ZeRO-3 gathers + reduce-scatter of one micro-batch (ZeRO-2: its
-    # reduce-scatter, for the m-1 micro-batches before the last; see per_step_microbatches)
+    microbatch_rs_s: float  # ZeRO-2: the reduce-scatter of each of the m-1 micro-batches before the
+    # last (see per_step_microbatches); ZeRO-3 is priced by wanka.plan.zero3
 
     def per_step_microbatches(self, lay) -> int:
         return lay.microbatches - 1 if lay.zero == 2 else lay.microbatches
 
 
-def dp_comm(cluster, lay, dense_params: float, expert_params: float, layers: int, recompute: str,
-            opts: Options) -> DPComm:
+def dp_comm(cluster, lay, dense_params: float, expert_params: float, opts: Options) -> DPComm:
     """Per-GPU parameter counts of the stage; groups: dp*cp ranks at stride tp for dense
     parameters, dp*cp/ep ranks at stride tp*ep for routed experts.
 
     Collectives are issued per bucket, each paying its latency: Megatron-Core's DDP bucket is
-    max(40M, 1M * dp) parameters (DistributedDataParallelConfig.bucket_size default); ZeRO-3/FSDP
-    gathers and reduce-scatters one transformer layer at a time (FSDP unit = block)."""
+    max(40M, 1M * dp) parameters (DistributedDataParallelConfig.bucket_size default). ZeRO-3 is
+    priced unit by unit by wanka.plan.zero3 (it needs the compute each gather hides under)."""
     size, stride = lay.dp * lay.cp, lay.tp
     e_size, e_stride = size // lay.ep, lay.tp * lay.ep
     w = 1 if lay.precision == "fp8" else 2
@@ -136,9 +140,6 @@ def dp_comm(cluster, lay, dense_params: float, expert_params: float, layers: int
     def buckets(params, n):
         return params / max(40e6, 1e6 * n)
 
-    def per_layer(params, n):
-        return max(1, layers)
-
     if lay.zero == 0:
         return DPComm(coll("all_reduce", g, buckets), 0.0, 0.0)
     if lay.zero == 1 or (lay.zero == 2 and lay.microbatches <= 1):
@@ -146,6 +147,4 @@ def dp_comm(cluster, lay, dense_params: float, expert_params: float, layers: int
     if lay.zero == 2:  # the last micro-batch's reduce-scatter is the step's gradient sync
         rs = coll("reduce_scatter", g, buckets)
         return DPComm(rs, coll("all_gather", w, buckets), rs)
-    gathers = 3 if recompute == "full" else 2
-    per_mb = gathers * coll("all_gather", w, per_layer) + coll("reduce_scatter", g, per_layer)
-    return DPComm(0.0, 0.0, per_mb)
+    return DPComm(0.0, 0.0, 0.0)  # ZeRO-3 gathers unit by unit: wanka.plan.zero3

@@ -1,0 +1,139 @@
+"""ZeRO-3 / FSDP: parameters gathered unit by unit, each gather prefetched under the compute of
+the unit before it, gradients reduce-scattered unit by unit (docs/plan.md "ZeRO-3").
+
+A *unit* is what one gather fetches (Options.zero3_unit):
+  layer   a whole transformer block (FSDP / FSDP2 wrap one block per unit; torchtitan, Megatron-FSDP).
+  weight  one weight matrix at a time, as DeepSpeed ZeRO-3 fetches the parameters of each
+          submodule in its pre-forward hook (deepspeed/runtime/zero/stage3.py, fetch_sub_module /
+          prefetch_next_sub_modules: the prefetch bucket, 5e7 elements by default, is smaller than
+          one weight matrix of a large model, so the prefetch reaches one submodule ahead).
+Parameters outside the blocks (embedding, output layer, final norm) are one more unit, gathered at
+the start of the forward and of the backward with nothing to hide behind.
+
+One-ahead prefetch: while unit j computes, the gather of unit j+1 runs (and, when gradients are
+overlapped, the reduce-scatter of the unit that just finished its backward), so unit j costs
+max(c_j, g_{j+1} + rs_{j-1}) and the exposed part is what exceeds c_j. Without gradient overlap
+(DeepSpeed overlap_comm=false, its default before 2022: the reduce-scatter runs on the compute
+stream) every reduce-scatter is exposed.
+
+Compute of a unit: the layer's forward time split by GEMM FLOPs, the attention core placed with
+the projection that feeds it; backward scales each unit by the layer's backward/forward ratio.
+Full recompute replays each layer's forward (and its gathers) inside the backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wanka.workload.flops import attention_gemms, layer_gemms
+
+UNITS = ("layer", "weight")
+
+
+@dataclass(frozen=True)
+class Unit:
+    fwd_s: float  # forward compute of the unit (one micro-batch)
+    bwd_s: float
+    dense_params: float  # per GPU, gathered over the dense DP group
+    expert_params: float  # per GPU, gathered over the expert DP group
+
+
+def layer_units(model, moe_layer: bool, fwd_s: float, bwd_s: float, attn_fwd_s: float, tp: int, ep: int,
+                unit: str) -> list[Unit]:
+    """The units of one layer in forward order; fwd_s, bwd_s: the layer's priced compute."""
+    gemms = layer_gemms(model, moe_layer)
+    experts = model.moe.experts if (moe_layer and model.moe is not None) else 0
+
+    def params(g):
+        p = g.k * g.n / (tp if g.tp_split in ("n", "k") else 1)
+        return (0.0, p * experts / ep) if g.expert else (p, 0.0)
+
+    flops = [g.k * g.n * g.per_token for g in gemms]
+    attn = min(attn_fwd_s, fwd_s)
+    fwd = [(fwd_s - attn) * f / sum(flops) for f in flops]
+    fwd[len(attention_gemms(model)) - 2] += attn  # the core runs between QKV and the out-projection
+    ratio = bwd_s / fwd_s if fwd_s > 0 else 2.0
+    units = [Unit(f, f * ratio, *params(g)) for f, g in zip(fwd, gemms)]
+    if unit == "weight":
+        return units
+    return [Unit(fwd_s, bwd_s, sum(u.dense_params for u in units), sum(u.expert_params for u in units))]
+
+
+def exposed_s(items: list[tuple[float, float, float, float]], grad_overlap: bool) -> float:
+    """Exposed communication of one pass: items = (compute, gather, reduce_scatter, weight) in
+    execution order; weight repeats an item whose neighbours are identical to itself (a middle
+    layer of a run stands for count - 2 layers). The first gather has nothing to hide under."""
+    if not items:
+        return 0.0
+    out = items[0][1]
+    for j, (c, _, rs, w) in enumerate(items):
+        nxt = items[j + 1][1] if j + 1 < len(items) else 0.0
+        prev_rs = items[j - 1][2] if (grad_overlap and j > 0) else 0.0
+        out += w * (max(0.0, nxt + prev_rs - c) + (0.0 if grad_overlap else rs))
+    if grad_overlap:
+        out += items[-1][2]  # the last unit's reduce-scatter ends the backward
+    return out
+
+
+def _layers(runs):
+    """(units, weight) per layer in forward order; a run of k >= 3 identical layers is its first
+    layer, one middle layer of weight k - 2, and its last layer."""
+    out = []
+    for units, count in runs:
+        if count <= 0:
+            continue
+        if count <= 3:
+            out += [(units, 1.0)] * count
+        else:
+            out += [(units, 1.0), (units, float(count - 2)), (units, 1.0)]
+    return out
+
+
+def microbatch_exposed_s(runs: list[tuple[list[Unit], int]], extra: Unit, full_recompute: bool, gather,
+                         reduce_scatter, grad_overlap: bool) -> tuple[float, float]:
+    """(exposed, total) ZeRO-3 communication seconds of one micro-batch on one rank.
+
+    runs: the rank's layers in forward order as (units of one layer, number of such layers);
+    gather(unit) and reduce_scatter(unit) price one unit's collectives."""
+    layers = _layers(runs)
+    g_extra, rs_extra = gather(extra), reduce_scatter(extra)
+    fwd = [(extra.fwd_s, g_extra, 0.0, 1.0)]
+    bwd = [(extra.bwd_s, g_extra, rs_extra, 1.0)]
+    total = 2 * g_extra + rs_extra
+    for units, w in layers:
+        fwd += [(u.fwd_s, gather(u), 0.0, w) for u in units]
+    for units, w in reversed(layers):
+        if full_recompute:
+            bwd += [(u.fwd_s, gather(u), 0.0, w) for u in units]
+        bwd += [(u.bwd_s, gather(u), reduce_scatter(u), w) for u in reversed(units)]
+    total += sum(x[3] * (x[1] + x[2]) for x in fwd[1:] + bwd[1:])
+    return exposed_s(fwd, grad_overlap) + exposed_s(bwd, grad_overlap), total
+
+
+def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_params: float, opts) -> tuple[float, float]:
+    """(exposed, total) ZeRO-3 seconds of one micro-batch on the rank whose layers are `runs`
+    ((LayerTime, count, is_moe, layer forward s, layer backward s) from the estimator); the rank
+    holds dense_params / expert_params per GPU in all. Groups: dp*cp ranks at stride tp (dense),
+    dp*cp/ep at stride tp*ep (routed experts), as wanka.plan.exposure.dp_comm places them."""
+    from wanka.plan.exposure import _ct
+
+    size, stride = lay.dp * lay.cp, lay.tp
+    e_size, e_stride = size // lay.ep, lay.tp * lay.ep
+    w = 1 if lay.precision == "fp8" else 2
+    gb = opts.grad_bytes or (2 if lay.precision == "fp16" else 4)
+
+    def coll(kind, u, nbytes):
+        return (_ct(cluster, kind, u.dense_params * nbytes, size, stride, opts.algorithm)
+                + _ct(cluster, kind, u.expert_params * nbytes, e_size, e_stride, opts.algorithm))
+
+    layer_runs, inside_d, inside_e = [], 0.0, 0.0
+    for lt, count, is_moe, f, b in runs:
+        units = layer_units(model, is_moe, f, b, lt.attn_fwd_s, lay.tp, lay.ep, opts.zero3_unit)
+        layer_runs.append((units, count))
+        inside_d += count * sum(u.dense_params for u in units)
+        inside_e += count * sum(u.expert_params for u in units)
+    extra = Unit(0.0, 0.0, max(0.0, dense_params - inside_d), max(0.0, expert_params - inside_e))
+    exposed, total = microbatch_exposed_s(layer_runs, extra, lay.recompute == "full",
+                                          lambda u: coll("all_gather", u, w), lambda u: coll("reduce_scatter", u, gb),
+                                          opts.zero3_grad_overlap)
+    return (exposed if opts.dp_overlap else total), total

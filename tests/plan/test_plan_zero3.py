@@ -1,0 +1,85 @@
+"""ZeRO-3 / FSDP: unit-by-unit gathers, one unit ahead of the compute (wanka.plan.zero3)."""
+
+import dataclasses
+
+import pytest
+
+from wanka.cluster import load_cluster
+from wanka.errors import SpecError
+from wanka.layout import Layout
+from wanka.plan import Options, estimate
+from wanka.plan.zero3 import Unit, exposed_s, layer_units, microbatch_exposed_s
+from wanka.workload import load_model
+
+
+def test_each_gather_hides_under_the_unit_before_it():
+    # (compute, gather, reduce-scatter, weight): the first gather (2) has nothing to hide under;
+    # unit 0 computes 1 s while unit 1 gathers 3 s -> 2 s exposed; unit 1 hides unit 2's 1 s gather
+    items = [(1.0, 2.0, 0.0, 1.0), (1.0, 3.0, 0.0, 1.0), (5.0, 1.0, 0.0, 1.0)]
+    assert exposed_s(items, grad_overlap=True) == pytest.approx(2.0 + 2.0)
+
+
+def test_reduce_scatters_overlap_the_next_unit_or_are_exposed():
+    items = [(4.0, 1.0, 2.0, 1.0), (4.0, 1.0, 2.0, 1.0), (4.0, 1.0, 2.0, 1.0)]
+    # overlapped: unit j hides gather j+1 (1) + reduce-scatter j-1 (2) -> nothing, the last RS ends the pass
+    assert exposed_s(items, grad_overlap=True) == pytest.approx(1.0 + 2.0)
+    # on the compute stream: every reduce-scatter is exposed
+    assert exposed_s(items, grad_overlap=False) == pytest.approx(1.0 + 3 * 2.0)
+
+
+def test_a_run_of_identical_layers_is_priced_exactly_in_compressed_form():
+    a = [Unit(1.0, 2.0, 5.0, 0.0), Unit(0.2, 0.4, 20.0, 0.0), Unit(3.0, 6.0, 1.0, 0.0)]
+    b = [Unit(2.0, 4.0, 7.0, 3.0)]
+    extra = Unit(0.0, 0.0, 9.0, 0.0)
+    gather = lambda u: 0.1 * (u.dense_params + u.expert_params)  # noqa: E731
+    rs = lambda u: 0.05 * (u.dense_params + u.expert_params)  # noqa: E731
+    for recompute in (False, True):
+        for overlap in (False, True):
+            compressed = microbatch_exposed_s([(a, 7), (b, 5)], extra, recompute, gather, rs, overlap)
+            expanded = microbatch_exposed_s([(a, 1)] * 7 + [(b, 1)] * 5, extra, recompute, gather, rs, overlap)
+            assert compressed == pytest.approx(expanded, rel=1e-12)
+
+
+def test_weight_units_split_a_layer_by_gemm_flops_and_keep_its_parameters():
+    m = load_model("gpt3-175b")
+    h = m.hidden
+    units = layer_units(m, False, 1.0, 2.0, 0.1, 1, 1, "weight")
+    assert [u.dense_params for u in units] == [3 * h * h, h * h, 4 * h * h, 4 * h * h]
+    assert sum(u.fwd_s for u in units) == pytest.approx(1.0)
+    assert sum(u.bwd_s for u in units) == pytest.approx(2.0)
+    assert units[0].fwd_s == pytest.approx(0.9 * 3 / 12 + 0.1)  # QKV carries the attention core
+    (layer,) = layer_units(m, False, 1.0, 2.0, 0.1, 8, 1, "layer")
+    assert layer.dense_params == pytest.approx(12 * h * h / 8)
+
+
+@pytest.fixture(scope="module")
+def fsdp_case():
+    return load_model("llama3-8b"), load_cluster("meta-24k-h100", gpus=64)
+
+
+def test_fsdp_on_a_fast_network_hides_its_gathers(fsdp_case):
+    m, c = fsdp_case
+    z1 = estimate(m, c, Layout.parse("dp=64,mbs=2,gbs=512,zero=1"))
+    z3 = estimate(m, c, Layout.parse("dp=64,mbs=2,gbs=512,zero=3"))
+    assert z3.breakdown["dp_comm"] < 0.05 * z3.step_time_s
+    assert z3.step_time_s == pytest.approx(z1.step_time_s, rel=0.05)
+    not_overlapped = estimate(m, c, Layout.parse("dp=64,mbs=2,gbs=512,zero=3"), options=Options(dp_overlap=False))
+    assert not_overlapped.breakdown["dp_comm"] > 5 * z3.breakdown["dp_comm"]
+
+
+def test_deepspeed_style_weight_units_expose_more_than_fsdp_blocks(fsdp_case):
+    m, c = fsdp_case
+    lay = Layout.parse("dp=64,mbs=1,gbs=64,zero=3")
+    flat = Options(algorithm="flat-ring")
+    block = estimate(m, c, lay, options=flat)
+    weight = estimate(m, c, lay, options=dataclasses.replace(flat, zero3_unit="weight"))
+    eager = estimate(m, c, lay, options=dataclasses.replace(flat, zero3_unit="weight", zero3_grad_overlap=False))
+    assert block.breakdown["dp_comm"] < weight.breakdown["dp_comm"] < eager.breakdown["dp_comm"]
+
+
+def test_bad_zero3_unit_is_named(fsdp_case):
+    m, c = fsdp_case
+    with pytest.raises(SpecError, match="zero3_unit"):
+        estimate(m, c, Layout.parse("dp=64,gbs=64,zero=3"), options=Options(zero3_unit="module"))
+    with pytest.raises(SpecError, match="zero3_unit"):  # checked whatever the ZeRO stage
+        estimate(m, c, Layout.parse("dp=64,gbs=64,zero=1"), options=Options(zero3_unit="module"))
