@@ -96,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
     payload, render = result
     emit(payload, render, getattr(args, "json", False))
-    return 0
+    # a command that ran but whose check failed (e.g. plan validate --fail-above) says so in its payload
+    return int(payload.get("exit_code", 0)) if isinstance(payload, dict) else 0
 
 
 if __name__ == "__main__":

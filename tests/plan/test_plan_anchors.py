@@ -7,7 +7,7 @@ tuned on MegaScale or the Megatron-Core H100 rows (Hopper GEMM efficiency was se
 
 import statistics
 
-from plan_calibration_rows import load_rows, row_cluster, row_model
+from plan_calibration_rows import load_rows
 from wanka.cluster import load_cluster
 from wanka.layout import Layout
 from wanka.plan import Options, estimate
@@ -42,20 +42,15 @@ def test_megascale_175b_trends():
 
 def test_megatron_core_h100_weak_scaling_rows():
     # calibration_runs.json mcore_h100_weak_*: MFU only, FFN/micro-batch/recompute unpublished.
-    # Assumed: ffn 4h GELU (calibration.row_model), mbs 1, no recompute, ZeRO-1, half the TP
-    # communication hidden (--tp-comm-overlap), BF16.
-    errors = {}
-    for row in load_rows():
-        if not row["id"].startswith("mcore_h100_weak"):
-            continue
-        p = row["parallelism"]
-        lay = Layout(tp=p["tp"], pp=p["pp"], dp=p["dp"], mbs=1, gbs=p["global_batch_size_seqs"], zero=1)
-        e = estimate(row_model(row), row_cluster(row), lay, options=Options(tp_overlap=0.5))
-        errors[row["id"]] = e.mfu * 100 / row["result"]["mfu_pct"] - 1
-    for k, v in errors.items():
-        print(f"{k:26s} {v:+.3f}")
-    assert len(errors) == 9
-    assert statistics.median(abs(v) for v in errors.values()) <= 0.15
+    # wanka.plan.published assumes: ffn 4h GELU, mbs 1, no recompute, ZeRO-1 (distributed
+    # optimizer), sequence parallel with TP, half the TP communication hidden (--tp-comm-overlap).
+    from wanka.plan.published import check_row
+
+    checks = [check_row(r) for r in load_rows() if r["id"].startswith("mcore_h100_weak")]
+    for c in checks:
+        print(f"{c.id:26s} {c.basis} {c.error:+.3f}  ({'; '.join(c.assumed)})")
+    assert len(checks) == 9 and all(c.basis == "MFU" for c in checks)
+    assert statistics.median(abs(c.error) for c in checks) <= 0.15
 
 
 def test_llama3_405b_long_context_cp16_mfu_in_metas_count():

@@ -78,9 +78,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "core_attn,layernorm,mla_up_proj,moe_act (default core_attn)")
     p.add_argument("--pipeline", choices=("1f1b", "dualpipe"), default="1f1b",
                    help="pipeline schedule: 1f1b (interleaved when vpp > 1) or DeepSeek's dualpipe")
+    _framework_flags(p)
     json_flag(p)
     p.set_defaults(func=cmd_plan)
-    psub = p.add_subparsers(dest="plan_command", metavar="{scale}")
+    psub = p.add_subparsers(dest="plan_command", metavar="{scale,validate}")
+    v = psub.add_parser("validate", help="price published runs (a JSON file of rows) and report the error")
+    v.add_argument("--runs", required=True, help="JSON list of runs with architecture/hardware/parallelism/result "
+                   "(the schema of shared/reference/calibration_runs.json)")
+    v.add_argument("--fail-above", type=float, metavar="F",
+                   help="exit 1 when a compared row's |error| exceeds F (e.g. 0.3)")
+    json_flag(v)
+    v.set_defaults(func=cmd_validate)
     s = psub.add_parser("scale", help="efficiency of the best layout against cluster size")
     _common(s)
     s.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 1024,2048,4096")
@@ -106,6 +114,21 @@ def _cluster(name: str, gpus: int | None):
     return load_cluster(name, gpus=gpus)
 
 
+def _framework_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("framework mechanisms (docs/plan.md, Options)")
+    g.add_argument("--attention", choices=("flash", "unfused"), default="flash",
+                   help="flash (FlashAttention) or unfused (materialised scores, Megatron before 2023)")
+    g.add_argument("--tp-overlap", type=float, default=0.0, metavar="F",
+                   help="fraction of TP communication hidden under GEMMs (TE userbuffers; default 0)")
+    g.add_argument("--no-dp-overlap", action="store_true", help="gradient reduce / parameter gather not overlapped")
+    g.add_argument("--zero3-unit", choices=("layer", "weight"), default="layer",
+                   help="what one ZeRO-3 gather fetches: layer (FSDP block) or weight (DeepSpeed submodule)")
+    g.add_argument("--no-zero3-grad-overlap", action="store_true",
+                   help="ZeRO-3 gradient reduce-scatters on the compute stream (DeepSpeed overlap_comm=false)")
+    g.add_argument("--algorithm", choices=("auto", "ring", "tree", "hierarchical", "flat-ring"), default="auto",
+                   help="collective algorithm: auto (NCCL-style choice) or a fixed one; flat-ring = topology-unaware")
+
+
 def _options(args) -> Options:
     modules = ("core_attn",)
     if args.recompute_modules:
@@ -114,7 +137,11 @@ def _options(args) -> Options:
         if bad or not modules:
             raise SpecError("--recompute-modules", f"comma-separated names among {', '.join(RECOMPUTE_MODULES)}",
                             args.recompute_modules)
-    return Options(recompute_modules=modules, pipeline=args.pipeline)
+    if not 0.0 <= args.tp_overlap <= 1.0:
+        raise SpecError("--tp-overlap", "a fraction in [0, 1]", args.tp_overlap)
+    return Options(recompute_modules=modules, pipeline=args.pipeline, attention=args.attention,
+                   tp_overlap=args.tp_overlap, dp_overlap=not args.no_dp_overlap, zero3_unit=args.zero3_unit,
+                   zero3_grad_overlap=not args.no_zero3_grad_overlap, algorithm=args.algorithm)
 
 
 def cmd_plan(args):
@@ -194,3 +221,41 @@ def cmd_scale(args):
             console.print(f"{r['gpus']:>7,}: {short_layout(r['layout'])}", soft_wrap=True)
 
     return {"model": model.name, "cluster": args.cluster, "rows": rows}, render
+
+
+def cmd_validate(args):
+    from dataclasses import asdict
+
+    from wanka.plan.published import check_row, load_rows, summary
+
+    if args.fail_above is not None and not (args.fail_above > 0 and math.isfinite(args.fail_above)):
+        raise SpecError("--fail-above", "a positive fraction, like 0.3", args.fail_above)
+    checks = [check_row(r) for r in load_rows(args.runs)]
+    stats = summary(checks)
+    payload = {"runs": args.runs, "summary": stats, "rows": [asdict(c) for c in checks]}
+    worst = stats["max_abs_error"]
+    failed = args.fail_above is not None and worst is not None and worst > args.fail_above
+
+    def render(console: Console) -> None:
+        def pair(c):
+            if c.basis == "tokens/s":
+                return fmt(c.measured), fmt(c.predicted)
+            return f"{c.mfu_measured:.1f}% MFU", f"{c.mfu_predicted:.1f}% MFU"
+
+        rows = [[c.id, c.gpus, *pair(c), f"{c.error:+.1%}", fmt(c.memory_GiB) + ("" if c.fits else " (no fit)"),
+                 "; ".join(c.assumed)] for c in checks if not c.skipped]
+        console.print(table(f"published runs in {args.runs}: planner vs measured, tokens/s per GPU (MFU where the "
+                            "run gives no tokens/s); error = predicted / measured - 1",
+                            ["run", "GPUs", "measured", "predicted", "error", "GiB", "assumed"], rows))
+        for c in checks:
+            if c.skipped:
+                console.print(f"skipped {c.id}: {c.skipped}", soft_wrap=True)
+        if stats["compared"]:
+            console.print(f"{stats['compared']} of {stats['rows']} rows compared: median |error| "
+                          f"{stats['median_abs_error']:.1%}, max {stats['max_abs_error']:.1%}")
+        if failed:
+            console.print(f"max |error| {worst:.1%} exceeds --fail-above {args.fail_above:.1%}")
+
+    if failed:
+        payload["exit_code"] = 1
+    return payload, render

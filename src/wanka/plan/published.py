@@ -1,0 +1,256 @@
+"""Published training runs (rows of calibration_runs.json and files like it) -> what the planner
+prices, and the planner's error against each (`wanka plan validate`, docs/plan.md "Validate").
+
+A row carries `architecture`, `hardware`, `parallelism` and `result` (null = unknown). Only what a
+row states is used; where a field the planner needs is missing, a stated default is taken and the
+row's `assumed` list says so. Framework facts that change mechanisms (framework_options):
+  * Megatron-LM up to 2022 had no FlashAttention (published 2022, in Megatron from 2023) and no TP
+    communication overlap; SC'21 ran Megatron's non-overlapped 'local' DDP above 18B.
+  * Megatron-Core / NeMo / Megatron-Bridge with --tp-comm-overlap: half the TP traffic hidden (an
+    assumption; Transformer Engine userbuffers overlap it with the GEMMs).
+  * DeepSpeed ZeRO-3 as of 2021 (SC'21 Table 2): per-weight gathers one submodule ahead, gradient
+    reduce-scatters on the compute stream, and collectives at about one NIC per GPU (a hypothesis:
+    docs/plan.md "ZeRO-3").
+  * DualPipe (DeepSeek-V3): Options.pipeline="dualpipe", 20 of 132 SMs for communication.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wanka.cluster.model import Cluster
+from wanka.cluster.spec import parse_cluster_spec
+from wanka.errors import SpecError
+from wanka.layout import Layout
+from wanka.plan.exposure import Options
+from wanka.workload.spec import parse_model_spec
+
+# accelerator text -> catalog name, most specific first
+GPU_NAMES = [("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"), ("h800", "h800"), ("h20", "h20"),
+             ("mi300x", "mi300x"), ("a100 40gb", "a100-40gb"), ("a100-40gb", "a100-40gb"),
+             ("a100-sxm4-40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100-sxm"),
+             ("910c", "ascend-910c"), ("910b", "ascend-910b")]
+MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act")
+
+
+def load_rows(path: str | Path) -> list[dict]:
+    """The rows of a published-runs JSON file (a list, or {"runs": [...]})."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError("--runs", "an existing JSON file of published runs", str(path)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError("--runs", "a JSON list of runs", f"unreadable JSON ({exc})", source=str(path)) from None
+    rows = data.get("runs") if isinstance(data, dict) else data
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise SpecError("--runs", "a JSON list of run objects (or {\"runs\": [...]})", type(rows).__name__, source=str(path))
+    return rows
+
+
+def _sec(row: dict, key: str) -> dict:
+    v = row.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+def catalog_gpu(text: str) -> str:
+    low = (text or "").lower()
+    for key, name in GPU_NAMES:
+        if key in low:
+            return name
+    raise SpecError("hardware.gpu", "an accelerator in the hardware catalog (wanka cluster list)", text)
+
+
+def row_cluster(row: dict) -> Cluster:
+    hw = _sec(row, "hardware")
+    gpu = catalog_gpu(hw.get("gpu"))
+    domain = hw.get("nvlink_domain_size") or 8
+    per_node = 4 if gpu == "gb200" else 8  # a GB200 compute tray holds 4 GPUs (NVL72: 18 trays)
+    spec = {"name": str(row.get("id", "run")), "gpu": gpu, "gpus": hw.get("gpu_count"), "gpus_per_node": per_node,
+            "scale_up": {"domain": domain},
+            "scale_out": {"bandwidth_Gbps": hw.get("inter_node_bw_per_gpu_Gbps") or 400, "topology": "fat-tree"}}
+    return Cluster(parse_cluster_spec(spec, str(row.get("id"))))
+
+
+def _activation(text: str | None) -> str:
+    t = (text or "gelu").lower()
+    return "swiglu" if any(k in t for k in ("swiglu", "silu", "geglu")) else "gelu"  # squared-ReLU: 2 matrices
+
+
+def row_model(row: dict):
+    a = _sec(row, "architecture")
+    act = _activation(a.get("ffn_activation"))
+    spec = {"name": str(row.get("id", "run")), "layers": a.get("layers"), "hidden": a.get("hidden_size"),
+            "heads": a.get("attention_heads"), "kv_heads": a.get("kv_heads") or a.get("attention_heads"),
+            "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (a.get("hidden_size") or 0),
+            "vocab": a.get("vocab_size"), "seq_len": a.get("seq_len"), "activation": act,
+            "norm": "rmsnorm" if act == "swiglu" else "layernorm"}
+    if a.get("num_experts"):
+        spec["moe"] = {"experts": a["num_experts"], "top_k": a.get("top_k") or 1,
+                       "ffn_hidden": a.get("moe_ffn_hidden_size") or spec["ffn_hidden"],
+                       "shared_experts": a.get("shared_experts") or 0, "dense_layers": a.get("num_dense_layers") or 0}
+    if "mla" in str(a.get("attention_type") or "").lower():
+        spec["mla"] = _mla_from_preset(a)
+    return parse_model_spec({k: v for k, v in spec.items() if v is not None}, str(row.get("id")))
+
+
+def _mla_from_preset(a: dict) -> dict:
+    """MLA ranks are not row fields: take them from a preset of the same shape (DeepSeek-V3)."""
+    from wanka.workload import load_model
+
+    m = load_model("deepseek-v3")
+    if a.get("hidden_size") == m.hidden and m.mla is not None:
+        return m.mla.model_dump()
+    raise SpecError("architecture.attention_type", "MLA only for DeepSeek-V3's shape (ranks are not row fields)",
+                    a.get("attention_type"))
+
+
+def _recompute(text: str | None) -> str:
+    t = (text or "").lower()
+    return "full" if t.startswith("full") else ("selective" if t.startswith("selective") or "selective" in t else "none")
+
+
+def zero_stage(text: str | None) -> int:
+    t = (text or "").lower()
+    if "zero-3" in t or "zero3" in t or "fsdp" in t:
+        return 2 if ("zero-2" in t or "reshard_after_forward=false" in t) else 3
+    if "zero-2" in t:
+        return 2
+    if "distributed optimizer" in t or "zero-1" in t:
+        return 1
+    return 0
+
+
+def _precision(text: str | None) -> str:
+    t = (text or "").lower()
+    return "fp8" if "fp8" in t else ("fp16" if "fp16" in t else "bf16")
+
+
+def _year(p: dict) -> int | None:
+    y = re.search(r"(20\d\d)", p.get("framework") or "")
+    return int(y.group(1)) if y else None
+
+
+def row_layout(row: dict) -> tuple[Layout, list[str]]:
+    """The row's layout and the defaults it needed (mbs, dp, sequence parallelism)."""
+    p, a, hw = _sec(row, "parallelism"), _sec(row, "architecture"), _sec(row, "hardware")
+    assumed = []
+    if p.get("tp") is None or p.get("pp") is None:
+        raise SpecError("parallelism", "tp and pp of the run", f"tp={p.get('tp')}, pp={p.get('pp')}")
+    tp, pp, cp = p["tp"], p["pp"], p.get("cp") or 1
+    dp = p.get("dp") or (hw.get("gpu_count") or 0) // (tp * pp * cp)
+    if not p.get("dp"):
+        assumed.append("dp = GPUs / (tp pp cp)")
+    mbs = p.get("micro_batch_size")
+    if mbs is None:
+        mbs = 1
+        assumed.append("mbs 1")
+    gbs = p.get("global_batch_size_seqs")
+    if gbs is None and p.get("global_batch_tokens") and a.get("seq_len"):
+        gbs = p["global_batch_tokens"] // a["seq_len"]
+    if gbs is None and pp > 1:  # the batch sets the number of micro-batches, hence the bubble
+        raise SpecError("parallelism.global_batch_size_seqs", "the run's global batch (with pp > 1 it sets the "
+                        "pipeline bubble)", None)
+    if gbs is None:
+        gbs = dp * mbs
+        assumed.append("gbs = dp x mbs")
+    sp = p.get("sequence_parallel")
+    if sp is None:  # Megatron-Core recipes turn it on with TP; it did not exist before 2022
+        sp = tp > 1 and "core" in (p.get("framework") or "").lower()
+        if tp > 1 and (_year(p) or 2023) >= 2022:
+            assumed.append(f"sequence parallel {'on' if sp else 'off'}")
+    lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=p.get("ep") or 1, vpp=p.get("virtual_pipeline_chunks_per_rank") or 1,
+                 mbs=mbs, gbs=gbs, zero=zero_stage(p.get("zero_or_fsdp")), recompute=_recompute(p.get("recompute")),
+                 precision=_precision(p.get("precision")), sp=bool(sp))
+    return lay, assumed
+
+
+def framework_options(row: dict) -> Options:
+    p, a = _sec(row, "parallelism"), _sec(row, "architecture")
+    fw = (p.get("framework") or "").lower()
+    year = _year(p)
+    old = year is not None and year <= 2022 and "core" not in fw
+    overlap = " ".join(str(p.get(k) or "") for k in ("comm_overlap", "framework")).lower()
+    tp_overlap = 0.0 if old else (0.5 if ("tp-comm-overlap" in overlap or "tp_comm_overlap" in overlap
+                                          or "core" in fw or "nemo" in fw or "bridge" in fw) else 0.0)
+    local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
+    big = (a.get("total_params_B") or 0) > 18.5
+    kw = dict(attention="unfused" if old else "flash", tp_overlap=tp_overlap, dp_overlap=not (local_ddp and big))
+    rec = (p.get("recompute") or "").lower()
+    mods = tuple(m for m in MODULES if m in rec)
+    if mods:
+        kw["recompute_modules"] = mods
+    if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
+        kw.update(pipeline="dualpipe", comm_sm_fraction=20 / 132)
+    if zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw and year is not None and year <= 2021:
+        kw.update(dp_overlap=True, algorithm="flat-ring", zero3_unit="weight", zero3_grad_overlap=False)
+    elif zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw:
+        kw.update(zero3_unit="weight")
+    return Options(**kw)
+
+
+def measured_tokens_per_gpu(row: dict, lay: Layout | None = None) -> tuple[float | None, str]:
+    r, hw, a = _sec(row, "result"), _sec(row, "hardware"), _sec(row, "architecture")
+    gpus = hw.get("gpu_count")
+    if r.get("tokens_per_sec_per_gpu"):
+        return float(r["tokens_per_sec_per_gpu"]), "tokens_per_sec_per_gpu"
+    if r.get("tokens_per_sec_total") and gpus:
+        return r["tokens_per_sec_total"] / gpus, "tokens_per_sec_total"
+    if r.get("iteration_time_s") and gpus and lay is not None and a.get("seq_len"):
+        return lay.gbs * a["seq_len"] / r["iteration_time_s"] / gpus, "iteration_time_s"
+    return None, "none"
+
+
+@dataclass
+class Check:
+    id: str
+    gpus: int | None = None
+    layout: str = ""
+    measured: float | None = None  # tokens/s per GPU
+    predicted: float | None = None
+    error: float | None = None  # predicted / measured - 1
+    mfu_measured: float | None = None  # as the source counts it, % of the BF16 peak
+    mfu_predicted: float | None = None
+    memory_GiB: float | None = None
+    fits: bool | None = None
+    basis: str | None = None  # what the error compares: "tokens/s" (per GPU) or "MFU" (no tokens/s figure)
+    assumed: list[str] = field(default_factory=list)
+    skipped: str | None = None
+
+
+def check_row(row: dict) -> Check:
+    """Price one published run and compare; never raises for a row the planner cannot take."""
+    from wanka.plan.estimate import estimate
+
+    c = Check(id=str(row.get("id", "?")), gpus=_sec(row, "hardware").get("gpu_count"))
+    try:
+        model, cluster = row_model(row), row_cluster(row)
+        lay, c.assumed = row_layout(row)
+        e = estimate(model, cluster, lay, options=framework_options(row))
+    except (SpecError, ValueError, TypeError, ZeroDivisionError) as exc:
+        c.skipped = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return c
+    c.layout, c.predicted = str(e.layout), e.tokens_per_s_per_gpu
+    c.mfu_predicted, c.memory_GiB, c.fits = 100 * e.mfu, e.memory_GB_per_gpu, e.fits
+    r = _sec(row, "result")
+    c.mfu_measured = r.get("mfu_pct")
+    if c.mfu_measured and "fp8 peak" in str(r.get("tflops_counting") or "").lower():
+        c.mfu_measured *= 2  # NVIDIA's FP8 rows count against the FP8 peak (2x BF16 on Hopper/Blackwell)
+    c.measured, _ = measured_tokens_per_gpu(row, e.layout)
+    if c.measured:
+        c.error, c.basis = c.predicted / c.measured - 1, "tokens/s"
+    elif c.mfu_measured:
+        c.error, c.basis = c.mfu_predicted / c.mfu_measured - 1, "MFU"
+    else:
+        c.skipped = "no tokens/s, iteration time or MFU to compare with"
+    return c
+
+
+def summary(checks: list[Check]) -> dict:
+    errs = [abs(c.error) for c in checks if c.error is not None and not c.skipped]
+    return {"rows": len(checks), "compared": len(errs), "skipped": sum(1 for c in checks if c.skipped),
+            "median_abs_error": statistics.median(errs) if errs else None, "max_abs_error": max(errs) if errs else None}

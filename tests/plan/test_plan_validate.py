@@ -1,0 +1,94 @@
+"""`wanka plan validate`: published runs through the planner (wanka.plan.published)."""
+
+import copy
+import json
+
+import pytest
+
+from plan_calibration_rows import ROWS_PATH, load_rows
+from wanka.plan.published import check_row, framework_options, row_cluster, row_layout, row_model
+
+pytestmark = pytest.mark.skipif(not ROWS_PATH.exists(), reason="shared/reference not beside the repository")
+
+
+def test_validate_reports_every_row_of_the_calibration_file(run_cli):
+    code, out, err = run_cli("plan", "validate", "--runs", str(ROWS_PATH), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    s = doc["summary"]
+    assert s["rows"] == len(load_rows()) == len(doc["rows"])
+    tokens = [r for r in doc["rows"] if r["basis"] == "tokens/s"]
+    assert len(tokens) == 30  # the rows the calibration test holds to 10% / 30%
+    assert s["median_abs_error"] <= 0.10
+    skipped = {r["id"]: r["skipped"] for r in doc["rows"] if r["skipped"]}
+    assert "mcore_h100_strong_177B_96gpu" in skipped and "tp and pp" in skipped["mcore_h100_strong_177B_96gpu"]
+    assert "global batch" in skipped["korthikanti_530B_2240gpu"]
+
+
+def test_fail_above_turns_a_large_error_into_exit_1(run_cli):
+    code, out, _ = run_cli("plan", "validate", "--runs", str(ROWS_PATH), "--fail-above", "0.01")
+    assert code == 1
+    assert "exceeds --fail-above 1.0%" in out
+    code, _, _ = run_cli("plan", "validate", "--runs", str(ROWS_PATH), "--fail-above", "0.5")
+    assert code == 0
+
+
+@pytest.mark.parametrize("content, needle", [
+    (None, "an existing JSON file"),
+    ("{not json", "unreadable JSON"),
+    ('{"runs": 3}', "a JSON list of run objects"),
+])
+def test_bad_runs_file_is_one_line_and_exit_2(run_cli, tmp_path, content, needle):
+    path = tmp_path / "runs.json"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = run_cli("plan", "validate", "--runs", str(path))
+    assert code == 2 and out == ""
+    assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_fail_above_is_exit_2(run_cli):
+    code, _, err = run_cli("plan", "validate", "--runs", str(ROWS_PATH), "--fail-above", "-1")
+    assert code == 2 and "--fail-above" in err
+
+
+def _moe_row():
+    """A synthetic Mixtral-shaped FP8 row on GB200 NVL72 with DualPipe (fields as in the JSON schema)."""
+    row = copy.deepcopy(next(r for r in load_rows() if r["id"] == "korthikanti_175B_seqsel"))
+    row["id"] = "synthetic_moe"
+    row["architecture"].update(layers=32, hidden_size=4096, attention_heads=32, kv_heads=8, head_dim=128,
+                               ffn_hidden_size=14336, ffn_activation="SwiGLU", vocab_size=32000, seq_len=4096,
+                               num_experts=8, top_k=2, moe_ffn_hidden_size=14336, attention_type="GQA")
+    row["hardware"].update(gpu="NVIDIA GB200 NVL72", gpu_count=144, nvlink_domain_size=72,
+                           inter_node_bw_per_gpu_Gbps=800)
+    row["parallelism"].update(tp=1, pp=4, dp=36, ep=4, cp=1, virtual_pipeline_chunks_per_rank=None,
+                              sequence_parallel=False, micro_batch_size=1, global_batch_size_seqs=576,
+                              precision="FP8 (E4M3 GEMMs)", recompute="none", zero_or_fsdp="distributed optimizer",
+                              pipeline_schedule="DualPipe", framework="Megatron-Core 0.12")
+    row["result"].update(tokens_per_sec_per_gpu=5000.0, mfu_pct=None, memory_per_gpu_GB=None)
+    return row
+
+
+def test_a_moe_fp8_gb200_row_maps_field_by_field():
+    row = _moe_row()
+    m, c, (lay, assumed) = row_model(row), row_cluster(row), row_layout(row)
+    assert (m.moe.experts, m.moe.top_k, m.kv_heads, m.activation) == (8, 2, 8, "swiglu")
+    assert (c.gpu.name, c.gpus, c.gpus_per_node) == ("gb200", 144, 4)
+    assert (lay.ep, lay.zero, lay.precision, lay.pp, lay.dp) == (4, 1, "fp8", 4, 36)
+    opts = framework_options(row)
+    assert opts.pipeline == "dualpipe" and opts.tp_overlap == 0.5
+    check = check_row(row)
+    assert check.skipped is None and check.basis == "tokens/s"
+    assert check.error == pytest.approx(check.predicted / 5000.0 - 1)
+
+
+def test_rows_the_planner_cannot_take_are_skipped_with_the_reason():
+    tpu = copy.deepcopy(_moe_row())
+    tpu["hardware"]["gpu"] = "Google TPU v4"
+    assert "hardware.gpu" in check_row(tpu).skipped
+    no_tp = copy.deepcopy(_moe_row())
+    no_tp["parallelism"]["tp"] = None
+    assert "tp and pp" in check_row(no_tp).skipped
+    bad_ep = copy.deepcopy(_moe_row())
+    bad_ep["parallelism"]["ep"] = 5
+    assert check_row(bad_ep).skipped
