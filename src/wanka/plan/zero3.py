@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wanka.plan.memo import memo_by_identity
 from wanka.workload.flops import attention_gemms, layer_gemms
 
 UNITS = ("layer", "weight")
@@ -38,8 +39,9 @@ class Unit:
     expert_params: float  # per GPU, gathered over the expert DP group
 
 
+@memo_by_identity(1)
 def layer_units(model, moe_layer: bool, fwd_s: float, bwd_s: float, attn_fwd_s: float, tp: int, ep: int,
-                unit: str) -> list[Unit]:
+                unit: str) -> tuple[Unit, ...]:
     """The units of one layer in forward order; fwd_s, bwd_s: the layer's priced compute."""
     gemms = layer_gemms(model, moe_layer)
     experts = model.moe.experts if (moe_layer and model.moe is not None) else 0
@@ -53,10 +55,10 @@ def layer_units(model, moe_layer: bool, fwd_s: float, bwd_s: float, attn_fwd_s: 
     fwd = [(fwd_s - attn) * f / sum(flops) for f in flops]
     fwd[len(attention_gemms(model)) - 2] += attn  # the core runs between QKV and the out-projection
     ratio = bwd_s / fwd_s if fwd_s > 0 else 2.0
-    units = [Unit(f, f * ratio, *params(g)) for f, g in zip(fwd, gemms)]
+    units = tuple(Unit(f, f * ratio, *params(g)) for f, g in zip(fwd, gemms))
     if unit == "weight":
         return units
-    return [Unit(fwd_s, bwd_s, sum(u.dense_params for u in units), sum(u.expert_params for u in units))]
+    return (Unit(fwd_s, bwd_s, sum(u.dense_params for u in units), sum(u.expert_params for u in units)),)
 
 
 def exposed_s(items: list[tuple[float, float, float, float]], grad_overlap: bool) -> float:
@@ -89,13 +91,25 @@ def _layers(runs):
     return out
 
 
-def microbatch_exposed_s(runs: list[tuple[list[Unit], int]], extra: Unit, full_recompute: bool, gather,
+def _per_unit(price):
+    """price(unit) once per distinct unit (the layers of a run share theirs)."""
+    seen: dict[int, float] = {}
+
+    def one(u: Unit) -> float:
+        if id(u) not in seen:
+            seen[id(u)] = price(u)
+        return seen[id(u)]
+    return one
+
+
+def microbatch_exposed_s(runs: list[tuple[tuple[Unit, ...], int]], extra: Unit, full_recompute: bool, gather,
                          reduce_scatter, grad_overlap: bool) -> tuple[float, float]:
     """(exposed, total) ZeRO-3 communication seconds of one micro-batch on one rank.
 
     runs: the rank's layers in forward order as (units of one layer, number of such layers);
     gather(unit) and reduce_scatter(unit) price one unit's collectives."""
     layers = _layers(runs)
+    gather, reduce_scatter = _per_unit(gather), _per_unit(reduce_scatter)
     g_extra, rs_extra = gather(extra), reduce_scatter(extra)
     fwd = [(extra.fwd_s, g_extra, 0.0, 1.0)]
     bwd = [(extra.bwd_s, g_extra, rs_extra, 1.0)]
