@@ -65,7 +65,8 @@ def _moe_row():
                               sequence_parallel=False, micro_batch_size=1, global_batch_size_seqs=576,
                               precision="FP8 (E4M3 GEMMs)", recompute="none", zero_or_fsdp="distributed optimizer",
                               pipeline_schedule="DualPipe", framework="Megatron-Core 0.12")
-    row["result"].update(tokens_per_sec_per_gpu=5000.0, mfu_pct=None, memory_per_gpu_GB=None)
+    row["result"].update(tokens_per_sec_per_gpu=5000.0, tokens_per_sec_total=None, iteration_time_s=None,
+                         tflops_per_gpu=None, mfu_pct=None, hfu_pct=None, memory_per_gpu_GB=None)
     return row
 
 
@@ -92,3 +93,34 @@ def test_rows_the_planner_cannot_take_are_skipped_with_the_reason():
     bad_ep = copy.deepcopy(_moe_row())
     bad_ep["parallelism"]["ep"] = 5
     assert check_row(bad_ep).skipped
+
+
+@pytest.mark.parametrize("text, stage", [("ZeRO stage 1", 1), ("DeepSpeed ZeRO-2", 2), ("FSDP (full shard)", 3),
+                                         ("HSDP over 8 nodes", 3), ("FSDP SHARD_GRAD_OP", 2),
+                                         ("distributed optimizer", 1), ("none (DDP)", 0), (None, 0)])
+def test_zero_stage_from_free_text(text, stage):
+    from wanka.plan.published import zero_stage
+
+    assert zero_stage(text) == stage
+
+
+def test_run_level_rows_report_implied_goodput_outside_the_statistics():
+    from wanka.plan.published import summary
+
+    row = _moe_row()
+    row["id"] = "synthetic_runlevel"
+    row["result"].update(tokens_per_sec_per_gpu=None, training_tokens=1e12, gpu_hours=1e12 / 3600 / 2000.0)
+    c = check_row(row)
+    assert c.basis == "run-level" and c.measured == pytest.approx(2000.0)
+    assert c.error == pytest.approx(c.predicted / 2000.0 - 1)
+    assert any("implied goodput" in a for a in c.assumed)
+    steady = check_row(_moe_row())
+    s = summary([c, steady])
+    assert s["compared"] == 1 and s["max_abs_error"] == pytest.approx(abs(steady.error))
+
+
+def test_hfu_only_rows_compare_on_hfu():
+    row = _moe_row()
+    row["result"].update(tokens_per_sec_per_gpu=None, hfu_pct=50.0)
+    c = check_row(row)
+    assert c.basis == "HFU" and c.error == pytest.approx(c.hfu_predicted / 50.0 - 1)

@@ -238,9 +238,11 @@ def cmd_validate(args):
 
     def render(console: Console) -> None:
         def pair(c):
-            if c.basis == "tokens/s":
-                return fmt(c.measured), fmt(c.predicted)
-            return f"{c.mfu_measured:.1f}% MFU", f"{c.mfu_predicted:.1f}% MFU"
+            if c.basis == "MFU":
+                return f"{c.mfu_measured:.1f}% MFU", f"{c.mfu_predicted:.1f}% MFU"
+            if c.basis == "HFU":
+                return f"{c.hfu_measured:.1f}% HFU", f"{c.hfu_predicted:.1f}% HFU"
+            return fmt(c.measured) + (" (run)" if c.basis == "run-level" else ""), fmt(c.predicted)
 
         rows = [[c.id, c.gpus, *pair(c), f"{c.error:+.1%}", fmt(c.memory_GiB) + ("" if c.fits else " (no fit)"),
                  "; ".join(c.assumed)] for c in checks if not c.skipped]
@@ -251,8 +253,9 @@ def cmd_validate(args):
             if c.skipped:
                 console.print(f"skipped {c.id}: {c.skipped}", soft_wrap=True)
         if stats["compared"]:
-            console.print(f"{stats['compared']} of {stats['rows']} rows compared: median |error| "
-                          f"{stats['median_abs_error']:.1%}, max {stats['max_abs_error']:.1%}")
+            console.print(f"{stats['compared']} of {stats['rows']} rows compared at steady state: median |error| "
+                          f"{stats['median_abs_error']:.1%}, max {stats['max_abs_error']:.1%} (run-level rows "
+                          "are listed, not counted)")
         if failed:
             console.print(f"max |error| {worst:.1%} exceeds --fail-above {args.fail_above:.1%}")
 

@@ -111,16 +111,25 @@ def _mla_from_preset(a: dict) -> dict:
 
 def _recompute(text: str | None) -> str:
     t = (text or "").lower()
-    return "full" if t.startswith("full") else ("selective" if t.startswith("selective") or "selective" in t else "none")
+    if "selective" in t:
+        return "selective"
+    if t.startswith("full") or "uniform" in t or ("checkpoint" in t and not t.startswith(("no", "none"))):
+        return "full"  # Megatron --checkpoint-activations / --recompute-granularity full
+    return "none"
 
 
 def zero_stage(text: str | None) -> int:
+    """ZeRO stage from free text: 'ZeRO-3', 'ZeRO stage 1', 'FSDP (full shard)', 'HSDP',
+    'distributed optimizer' (= ZeRO-1, Megatron), 'FSDP SHARD_GRAD_OP' / 'ZeRO-2'."""
     t = (text or "").lower()
-    if "zero-3" in t or "zero3" in t or "fsdp" in t:
-        return 2 if ("zero-2" in t or "reshard_after_forward=false" in t) else 3
-    if "zero-2" in t:
+    m = re.search(r"zero[\s_-]*(?:stage[\s_-]*)?([0-3])", t)
+    if m:
+        return int(m.group(1))
+    if "shard_grad_op" in t or "reshard_after_forward=false" in t:
         return 2
-    if "distributed optimizer" in t or "zero-1" in t:
+    if "fsdp" in t or "hsdp" in t or "full shard" in t or "hybrid_shard" in t:
+        return 3
+    if "distributed optimizer" in t or "optimizer sharding" in t:
         return 1
     return 0
 
@@ -215,9 +224,12 @@ class Check:
     error: float | None = None  # predicted / measured - 1
     mfu_measured: float | None = None  # as the source counts it, % of the BF16 peak
     mfu_predicted: float | None = None
+    hfu_measured: float | None = None  # % of the BF16 peak, recompute counted
+    hfu_predicted: float | None = None
     memory_GiB: float | None = None
     fits: bool | None = None
-    basis: str | None = None  # what the error compares: "tokens/s" (per GPU) or "MFU" (no tokens/s figure)
+    basis: str | None = None  # what the error compares: "tokens/s" (per GPU), else "MFU" or "HFU", or
+    # "run-level" (training tokens / GPU-hours of a whole run: not in the summary statistics)
     assumed: list[str] = field(default_factory=list)
     skipped: str | None = None
 
@@ -236,21 +248,50 @@ def check_row(row: dict) -> Check:
         return c
     c.layout, c.predicted = str(e.layout), e.tokens_per_s_per_gpu
     c.mfu_predicted, c.memory_GiB, c.fits = 100 * e.mfu, e.memory_GB_per_gpu, e.fits
-    r = _sec(row, "result")
-    c.mfu_measured = r.get("mfu_pct")
-    if c.mfu_measured and "fp8 peak" in str(r.get("tflops_counting") or "").lower():
-        c.mfu_measured *= 2  # NVIDIA's FP8 rows count against the FP8 peak (2x BF16 on Hopper/Blackwell)
+    r, hw = _sec(row, "result"), _sec(row, "hardware")
+    c.mfu_measured = _measured_mfu(r, hw)
+    runlevel = str(row.get("id", "")).endswith("_runlevel")
     c.measured, _ = measured_tokens_per_gpu(row, e.layout)
-    if c.measured:
+    if runlevel:
+        c.measured = c.measured or _runlevel_tokens_per_gpu(r)
+        if c.measured:  # a whole run's average: restarts, stragglers and phases included
+            c.basis, c.error = "run-level", c.predicted / c.measured - 1
+            c.assumed.append(f"run-level average: implied goodput {c.measured / c.predicted:.0%} of our steady state")
+        else:
+            c.skipped = "run-level row without training tokens and GPU-hours"
+    elif c.measured:
         c.error, c.basis = c.predicted / c.measured - 1, "tokens/s"
     elif c.mfu_measured:
         c.error, c.basis = c.mfu_predicted / c.mfu_measured - 1, "MFU"
+    elif r.get("hfu_pct"):
+        c.hfu_measured, c.hfu_predicted = r["hfu_pct"], 100 * e.hfu
+        c.error, c.basis = c.hfu_predicted / c.hfu_measured - 1, "HFU"
     else:
-        c.skipped = "no tokens/s, iteration time or MFU to compare with"
+        c.skipped = "no tokens/s, iteration time, MFU or HFU to compare with"
     return c
 
 
+def _measured_mfu(r: dict, hw: dict) -> float | None:
+    """MFU in % of the BF16 dense peak, as the source counts model FLOPs (none when it counts HFU)."""
+    counting = str(r.get("tflops_counting") or "").lower()
+    mfu = r.get("mfu_pct")
+    if mfu is None and r.get("tflops_per_gpu") and hw.get("peak_dense_tflops_bf16_fp16") \
+            and "hfu" not in counting and "recompute" not in counting:
+        mfu = 100 * r["tflops_per_gpu"] / hw["peak_dense_tflops_bf16_fp16"]
+    if mfu and "fp8 peak" in counting:
+        mfu *= 2  # NVIDIA's FP8 rows count against the FP8 peak (2x BF16 on Hopper/Blackwell)
+    return mfu
+
+
+def _runlevel_tokens_per_gpu(r: dict) -> float | None:
+    if r.get("training_tokens") and r.get("gpu_hours"):
+        return r["training_tokens"] / (r["gpu_hours"] * 3600)
+    return None
+
+
 def summary(checks: list[Check]) -> dict:
-    errs = [abs(c.error) for c in checks if c.error is not None and not c.skipped]
+    """Error statistics over steady-state comparisons (tokens/s, MFU, HFU); run-level rows are
+    reported per row (they include failures and restarts the planner does not price)."""
+    errs = [abs(c.error) for c in checks if c.error is not None and not c.skipped and c.basis != "run-level"]
     return {"rows": len(checks), "compared": len(errs), "skipped": sum(1 for c in checks if c.skipped),
             "median_abs_error": statistics.median(errs) if errs else None, "max_abs_error": max(errs) if errs else None}
