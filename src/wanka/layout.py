@@ -124,8 +124,12 @@ class Layout:
         kv = model.kv_heads_
         if kv % self.tp and self.tp % kv:
             raise SpecError(f"{field}.tp", f"a divisor or multiple of kv_heads ({kv})", self.tp)
-        if model.layers < self.pp * self.vpp:
-            raise SpecError(f"{field}.pp", f"pp*vpp at most the model's layers ({model.layers})", self.pp * self.vpp)
+        # every model chunk holds at least one layer; the embedding and the loss may count as one each
+        # (Megatron-Core --account-for-embedding/loss-in-pipeline-split: Llama 3 405B's 126 layers
+        # on 16 stages x 8 chunks)
+        if model.layers + 2 < self.pp * self.vpp:
+            raise SpecError(f"{field}.pp", f"pp*vpp at most the model's layers + 2 ({model.layers + 2}: "
+                            "embedding and loss as pipeline layers)", self.pp * self.vpp)
         if self.ep > 1:
             if model.moe is None:
                 raise SpecError(f"{field}.ep", "1 for a dense model (expert parallelism needs moe)", self.ep)

@@ -21,7 +21,18 @@ BAD = [
     ["plan", "--model", "llama3-8b", "--recompute-modules", "layernorm,foo"],
     ["plan", "--model", "llama3-8b", "--gpus", "8", "--layout", "tp=8", "--pipeline", "dualpipe"],  # pp=1
     ["plan", "--model", "llama3-8b", "--pipeline", "gpipe"],
+    ["plan", "--model", "llama3-405b", "--gpus", "16384", "--layout", "tp=8,pp=32,vpp=8,gbs=2048"],  # 256 > 126+2
+    ["plan", "--model", "llama3-8b", "--tp-overlap", "1.5"],
+    ["plan", "--model", "llama3-8b", "--zero3-unit", "module"],
+    ["plan", "--model", "llama3-8b", "--algorithm", "star"],
 ]
+
+
+def test_metas_uneven_interleaving_is_a_valid_layout(run_json):
+    # Llama 3 405B: 126 layers on 16 stages x 8 chunks, embedding and loss counted as pipeline layers
+    doc = run_json("plan", "--model", "llama3-405b", "--cluster", "meta-24k-h100", "--gpus", "16384",
+                   "--layout", "tp=8,pp=16,vpp=8,gbs=2048,zero=2")
+    assert doc["layout"].startswith("tp=8,pp=16") and "vpp=8" in doc["layout"] and doc["fits"]
 
 
 @pytest.mark.parametrize("argv", BAD, ids=lambda a: " ".join(a[1:]) or "no-args")

@@ -3,10 +3,10 @@ fit in memory, rank by step time (docs/plan.md "Search").
 
 Degrees searched: tp (powers of two within the scale-up domain that divide heads and suit
 kv_heads), cp (powers of two dividing the sequence, up to 32, >= 512 tokens per rank), pp (every
-divisor of GPUs/(tp*cp) up to the layer count), vpp (1, 2, 4, 8 where pp*vpp <= layers and the
-micro-batches allow interleaving), ep (MoE only: powers of two dividing experts and dp*cp), mbs
-(1, 2, 4), zero (1, 2, 3), recompute (none, selective, full). Memory is checked before time (cheap
-first). Dominated layouts are not priced: a heavier recompute of a layout that fits with a lighter
+divisor of GPUs/(tp*cp) up to the layer count), vpp (1, 2, 4, 8 where pp*vpp <= layers + 2 and the
+micro-batches allow interleaving; embedding and loss may count as layers, Layout.check_model),
+ep (MoE only: powers of two dividing experts and dp*cp), mbs (1, 2, 4), zero (1, 2, 3), recompute
+(none, selective, full). Memory is checked before time (cheap first). Dominated layouts are not priced: a heavier recompute of a layout that fits with a lighter
 one (same communication, more compute), and the ZeRO-2 twin of a layout that fits with ZeRO-1 at
 the same recompute (same memory headroom needed, extra per-micro-batch reduce-scatters).
 
@@ -118,7 +118,7 @@ def candidate_layouts(model: ModelSpec, cluster: Cluster, gbs: int | None, seq: 
                 continue
             micro = batch // unit
             for vpp in VPP:
-                if vpp > 1 and (pp == 1 or pp * vpp > model.layers):
+                if vpp > 1 and (pp == 1 or pp * vpp > model.layers + 2):
                     continue  # not a layout (no interleaving without stages / chunks beyond layers)
                 if vpp > 1 and micro % pp:
                     dropped["interleaving_needs_microbatches_multiple_of_pp"] += len(eps) * inner
