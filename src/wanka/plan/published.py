@@ -65,14 +65,25 @@ def catalog_gpu(text: str) -> str:
     raise SpecError("hardware.gpu", "an accelerator in the hardware catalog (wanka cluster list)", text)
 
 
-def row_cluster(row: dict) -> Cluster:
+def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
+    """The run's cluster: its GPUs, NVLink domain and per-GPU scale-out bandwidth on a fat-tree.
+    A domain that does not divide the GPU count (128 GPUs of GB200 NVL72 racks) becomes the largest
+    divisor of the count in whole nodes below it (64: a job takes 16 of a rack's 18 trays)."""
     hw = _sec(row, "hardware")
     gpu = catalog_gpu(hw.get("gpu"))
-    domain = hw.get("nvlink_domain_size") or 8
+    gpus = hw.get("gpu_count")
     per_node = 4 if gpu == "gb200" else 8  # a GB200 compute tray holds 4 GPUs (NVL72: 18 trays)
-    spec = {"name": str(row.get("id", "run")), "gpu": gpu, "gpus": hw.get("gpu_count"), "gpus_per_node": per_node,
-            "scale_up": {"domain": domain},
-            "scale_out": {"bandwidth_Gbps": hw.get("inter_node_bw_per_gpu_Gbps") or 400, "topology": "fat-tree"}}
+    domain = hw.get("nvlink_domain_size") or 8
+    if isinstance(gpus, int) and gpus > 0 and gpus % domain:
+        fit = max((d for d in range(per_node, domain + 1, per_node) if gpus % d == 0), default=per_node)
+        if assumed is not None:
+            assumed.append(f"NVLink domain {fit} of {domain} (the domain does not divide {gpus} GPUs)")
+        domain = fit
+    bw = hw.get("inter_node_bw_per_gpu_Gbps")
+    if bw is None and assumed is not None:
+        assumed.append("400 Gb/s per GPU scale-out")
+    spec = {"name": str(row.get("id", "run")), "gpu": gpu, "gpus": gpus, "gpus_per_node": min(per_node, domain),
+            "scale_up": {"domain": domain}, "scale_out": {"bandwidth_Gbps": bw or 400, "topology": "fat-tree"}}
     return Cluster(parse_cluster_spec(spec, str(row.get("id"))))
 
 
@@ -240,8 +251,9 @@ def check_row(row: dict) -> Check:
 
     c = Check(id=str(row.get("id", "?")), gpus=_sec(row, "hardware").get("gpu_count"))
     try:
-        model, cluster = row_model(row), row_cluster(row)
-        lay, c.assumed = row_layout(row)
+        model, cluster = row_model(row), row_cluster(row, c.assumed)
+        lay, layout_assumed = row_layout(row)
+        c.assumed += layout_assumed
         e = estimate(model, cluster, lay, options=framework_options(row))
     except (SpecError, ValueError, TypeError, ZeroDivisionError) as exc:
         c.skipped = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
