@@ -13,6 +13,10 @@ lower fraction of its doubled peak (DGX Cloud recipes: FP8 MFU vs BF16-peak 1.45
 These are judgements from end-to-end anchors, not micro-benchmarks we ran: Ampere 0.72 centres
 the SC'21/Korthikanti rows (tests/plan/test_plan_calibration.py); Hopper 0.62 puts Llama 3 405B at its
 published layout on 16k H100 near its reported 38-43% MFU (perf_anchors.md, collectives.md s.5).
+Blackwell 0.50 (16-bit) / 0.40 (FP8) put NVIDIA's Llama 3.1 405B runs on 128-512 GB200 (NeMo 25.04,
+TP4 PP8 CP2 VP8; NVIDIA/dgxc-benchmarking llama3.1/README.md, rows in plan/published_runs/dgxc.json)
+at their measured step time; the GB200 rows of Nemotron-4 340B are the check (docs/plan.md). Before
+those rows the Blackwell values copied Hopper's (0.62 / 0.50) and over-predicted GB200 by ~20%.
 
 Shape penalty: a GEMM dimension d fills tensor-core tiles and SM waves less well when small; we
 use d / (d + GEMM_HALF_DIM) per dimension (half speed at a 32-wide dimension, ~96% at 768). This
@@ -42,8 +46,8 @@ GEMM_EFFICIENCY = {  # (architecture, precision) -> fraction of that precision's
     ("ampere", "16bit"): 0.72,
     ("hopper", "16bit"): 0.62,
     ("hopper", "fp8"): 0.50,
-    ("blackwell", "16bit"): 0.62,
-    ("blackwell", "fp8"): 0.50,
+    ("blackwell", "16bit"): 0.50,
+    ("blackwell", "fp8"): 0.40,
     ("other", "16bit"): 0.65,  # judgement: accelerators without public large-GEMM figures
     ("other", "fp8"): 0.55,
 }

@@ -37,13 +37,24 @@ GPU_NAMES = [("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"), ("h800", "h
 MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act")
 
 
+BUILT_IN = Path(__file__).parent / "published_runs"  # name.json: runs shipped with wanka (name.md: sources)
+
+
+def built_in_runs() -> list[str]:
+    return sorted(p.stem for p in BUILT_IN.glob("*.json"))
+
+
 def load_rows(path: str | Path) -> list[dict]:
-    """The rows of a published-runs JSON file (a list, or {"runs": [...]})."""
+    """The rows of a published-runs JSON file (a list, or {"runs": [...]}), or of a built-in set by
+    name (`dgxc`: NVIDIA DGX Cloud benchmarking recipes, see published_runs/dgxc.md)."""
     p = Path(path)
+    if not p.exists() and (BUILT_IN / f"{path}.json").exists():
+        p = BUILT_IN / f"{path}.json"
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SpecError("--runs", "an existing JSON file of published runs", str(path)) from None
+        raise SpecError("--runs", f"an existing JSON file of published runs or a built-in set "
+                        f"({', '.join(built_in_runs())})", str(path)) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SpecError("--runs", "a JSON list of runs", f"unreadable JSON ({exc})", source=str(path)) from None
     rows = data.get("runs") if isinstance(data, dict) else data
@@ -178,15 +189,27 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
     if gbs is None:
         gbs = dp * mbs
         assumed.append("gbs = dp x mbs")
+    mcore = _megatron_core(p)
     sp = p.get("sequence_parallel")
     if sp is None:  # Megatron-Core recipes turn it on with TP; it did not exist before 2022
-        sp = tp > 1 and "core" in (p.get("framework") or "").lower()
+        sp = tp > 1 and mcore
         if tp > 1 and (_year(p) or 2023) >= 2022:
             assumed.append(f"sequence parallel {'on' if sp else 'off'}")
+    zero_text = p.get("zero_or_fsdp")
+    zero = zero_stage(zero_text)
+    if zero_text is None and mcore and dp * cp > 1:  # NeMo / Megatron-Bridge default to the distributed optimizer
+        zero = 1
+        assumed.append("distributed optimizer (ZeRO-1)")
     lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=p.get("ep") or 1, vpp=p.get("virtual_pipeline_chunks_per_rank") or 1,
-                 mbs=mbs, gbs=gbs, zero=zero_stage(p.get("zero_or_fsdp")), recompute=_recompute(p.get("recompute")),
+                 mbs=mbs, gbs=gbs, zero=zero, recompute=_recompute(p.get("recompute")),
                  precision=_precision(p.get("precision")), sp=bool(sp))
     return lay, assumed
+
+
+def _megatron_core(p: dict) -> bool:
+    """Megatron-Core and the frameworks built on it (NeMo 2.x, Megatron-Bridge)."""
+    fw = (p.get("framework") or "").lower()
+    return any(k in fw for k in ("core", "nemo", "bridge", "mcore"))
 
 
 def framework_options(row: dict) -> Options:
@@ -196,7 +219,7 @@ def framework_options(row: dict) -> Options:
     old = year is not None and year <= 2022 and "core" not in fw
     overlap = " ".join(str(p.get(k) or "") for k in ("comm_overlap", "framework")).lower()
     tp_overlap = 0.0 if old else (0.5 if ("tp-comm-overlap" in overlap or "tp_comm_overlap" in overlap
-                                          or "core" in fw or "nemo" in fw or "bridge" in fw) else 0.0)
+                                          or "tp comm overlap" in overlap or _megatron_core(p)) else 0.0)
     local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
     big = (a.get("total_params_B") or 0) > 18.5
     kw = dict(attention="unfused" if old else "flash", tp_overlap=tp_overlap, dp_overlap=not (local_ddp and big))

@@ -1,0 +1,77 @@
+"""NVIDIA's DGX Cloud benchmarking recipes (plan/published_runs/dgxc.json, 319 measured runs on
+H100 and GB200 with their full configurations; sources per row, wanka/plan/published_runs/dgxc.md)
+through `wanka plan validate`. These runs are outside the calibration table: only the Blackwell
+GEMM efficiencies were set from them (Llama 3.1 405B on GB200, plan/efficiency.py)."""
+
+import statistics
+
+import pytest
+
+from wanka.plan.published import check_row, load_rows
+
+ROWS = load_rows("dgxc")
+
+
+def _errors(pred) -> list[float]:
+    out = []
+    for row in ROWS:
+        if pred(row):
+            c = check_row(row)
+            if not c.skipped:
+                out.append(c.error)
+    return out
+
+
+def _dense(row):
+    return not row["architecture"].get("num_experts") and "proxy" not in row["model_name"]
+
+
+def _framework(row, name):
+    return row["parallelism"]["framework"].startswith(name)
+
+
+@pytest.fixture(scope="module")
+def summary():
+    from wanka.plan.published import summary as summarise
+
+    return summarise([check_row(r) for r in ROWS])
+
+
+def test_every_row_is_priced_or_skipped_for_a_stated_reason(summary):
+    assert summary["rows"] == len(ROWS) == 319
+    assert summary["compared"] >= 310
+    skipped = [check_row(r) for r in ROWS]
+    assert all("ep" in c.skipped for c in skipped if c.skipped)  # expert parallelism across TP ranks (ETP < TP)
+    assert summary["median_abs_error"] <= 0.10
+
+
+def test_dense_h100_nemo_runs_within_8_percent():
+    for precision in ("BF16", "FP8"):
+        errs = _errors(lambda r: _dense(r) and "h100" in r["id"] and _framework(r, "NeMo")
+                       and r["parallelism"]["precision"].startswith(precision))
+        print(precision, len(errs), statistics.median(abs(e) for e in errs))
+        assert len(errs) >= 80
+        assert statistics.median(abs(e) for e in errs) <= 0.08
+
+
+def test_gb200_check_model_is_within_5_percent():
+    # Blackwell efficiencies were set on Llama 3.1 405B; Nemotron-4 340B on GB200 is the check
+    errs = _errors(lambda r: r["model_name"].startswith("Nemotron-4 340B") and "gb200" in r["id"])
+    assert len(errs) >= 12
+    assert statistics.median(abs(e) for e in errs) <= 0.05
+
+
+def test_paxml_gpt3_with_zero3_and_recompute():
+    # JAX/Paxml GPT-3 175B: dp 512, FSDP-style sharding, full recompute (checkpoint policy)
+    errs = _errors(lambda r: _framework(r, "Paxml") and "175B" in r["model_name"])
+    assert len(errs) >= 5 and max(abs(e) for e in errs) <= 0.05
+
+
+def test_moe_runs_are_over_predicted_a_known_gap():
+    """MoE recipes run slower than the planner says (routing, permutation, grouped GEMMs and FP8
+    expert kernels are not priced beyond their bytes): a documented gap (docs/plan.md), kept here so
+    a change in either direction is seen."""
+    errs = _errors(lambda r: bool(r["architecture"].get("num_experts")) and "proxy" not in r["model_name"])
+    print("MoE", len(errs), statistics.median(errs))
+    assert len(errs) >= 30
+    assert 0.0 < statistics.median(errs) <= 0.6
