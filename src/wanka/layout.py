@@ -4,7 +4,10 @@
 
 Degrees: tp (tensor), pp (pipeline stages), vpp (virtual stages per rank, interleaved 1F1B),
 cp (context), dp (data; may be omitted and derived from the GPU count), ep (expert parallel: the
-experts are sharded over the dp*cp ranks, as in Megatron-Core), dp_shard (HSDP: FSDP shard group
+experts are sharded over the dp*cp ranks, as in Megatron-Core), etp (expert tensor parallel,
+Megatron-Core --expert-tensor-parallel-size: omitted, the experts are split like the dense layers
+over tp and ep divides dp*cp; given, the experts are split over etp ranks and ep*etp divides
+tp*cp*dp, so with etp=1 an EP group may span the TP ranks), dp_shard (HSDP: FSDP shard group
 size inside dp, default all of dp when zero=3). Batch: mbs (sequences per micro-batch), gbs
 (sequences per step; default dp*mbs*pp: pp micro-batches per pipeline, the fewest that fill a
 1F1B pipeline and that interleaving accepts; dp*mbs when pp is 1). Memory: zero 0-3 (1 = sharded
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
 
 RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
-_INT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "dp_shard")
+_INT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "gbs", "zero", "dp_shard")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Layout:
     dp: int | None = None
     cp: int = 1
     ep: int = 1
+    etp: int | None = None
     vpp: int = 1
     mbs: int = 1
     gbs: int | None = None
@@ -65,7 +69,7 @@ class Layout:
         for key in ("tp", "pp", "cp", "ep", "vpp", "mbs"):
             if getattr(self, key) < 1:
                 raise SpecError(f"{field}.{key}", "an integer >= 1", getattr(self, key))
-        for key in ("dp", "gbs", "dp_shard"):
+        for key in ("dp", "gbs", "dp_shard", "etp"):
             value = getattr(self, key)
             if value is not None and value < 1:
                 raise SpecError(f"{field}.{key}", "an integer >= 1", value)
@@ -83,6 +87,17 @@ class Layout:
     @property
     def sequence_parallel(self) -> bool:
         return self.tp > 1 if self.sp is None else (self.sp and self.tp > 1)
+
+    @property
+    def expert_tp(self) -> int:
+        """Ranks one expert's weights are split over (etp, else tp)."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts (expert data parallel): tp*cp*dp / (ep*etp)."""
+        assert self.dp is not None, "call resolve() first"
+        return max(1, self.tp * self.cp * self.dp // (self.ep * self.expert_tp))
 
     @property
     def model_parallel(self) -> int:
@@ -107,8 +122,14 @@ class Layout:
         gbs = self.gbs if self.gbs is not None else dp * self.mbs * self.pp
         if gbs % (dp * self.mbs):
             raise SpecError(f"{field}.gbs", f"a multiple of dp*mbs ({dp * self.mbs})", gbs)
-        if (dp * self.cp) % self.ep:
-            raise SpecError(f"{field}.ep", f"a divisor of dp*cp ({dp * self.cp})", self.ep)
+        if self.etp is None and (dp * self.cp) % self.ep:
+            raise SpecError(f"{field}.ep", f"a divisor of dp*cp ({dp * self.cp}), or give etp", self.ep)
+        if self.etp is not None:
+            if self.tp % self.etp:
+                raise SpecError(f"{field}.etp", f"a divisor of tp ({self.tp})", self.etp)
+            if (self.tp * self.cp * dp) % (self.ep * self.etp):
+                raise SpecError(f"{field}.ep", f"ep*etp dividing tp*cp*dp ({self.tp * self.cp * dp})",
+                                self.ep * self.etp)
         if self.dp_shard is not None and dp % self.dp_shard:
             raise SpecError(f"{field}.dp_shard", f"a divisor of dp ({dp})", self.dp_shard)
         out = replace(self, dp=dp, gbs=gbs)

@@ -36,13 +36,16 @@ class LayerTime:
 
 
 def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_bytes: int,
-                 moe_tokens_per_expert: float | None) -> tuple[float, float]:
+                 moe_tokens_per_expert: float | None, etp: int | None = None) -> tuple[float, float]:
     k, n = g.k, g.n
+    split = (etp or tp) if g.expert else tp
     if g.tp_split == "n":
-        n = n / tp
+        n = n / split
     elif g.tp_split == "k":
-        k = k / tp
-    rows = tokens * g.per_token  # rows this GPU multiplies (MoE: its share of routed copies)
+        k = k / split
+    # rows this GPU multiplies (MoE: its share of routed copies; experts split over etp < tp ranks
+    # take tp/etp times the rows on a 1/etp slice -- the same FLOPs per GPU, other shapes)
+    rows = tokens * g.per_token * (split / tp if g.expert else 1.0)
     flops = 2.0 * rows * k * n
     m_dim = moe_tokens_per_expert if g.expert and moe_tokens_per_expert else rows
     t = flops / (peak * E.shape_factor(m_dim, n, k))
@@ -53,7 +56,7 @@ def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_byt
 @memo_by_identity(2)
 def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int, seq_full: int,
                tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str,
-               modules: tuple[str, ...] = ("core_attn",)) -> LayerTime:
+               modules: tuple[str, ...] = ("core_attn",), etp: int | None = None) -> LayerTime:
     """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names)."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
@@ -61,10 +64,10 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     w_bytes = 1 if precision == "fp8" else 2
     per_expert = None
     if moe_layer and m.moe is not None:  # rows one local expert sees: tokens of the EP group / experts
-        per_expert = tokens * m.moe.top_k * ep / m.moe.experts
+        per_expert = tokens * m.moe.top_k * ep / m.moe.experts * (etp or tp) / tp
     gemm_s = gemm_flops = up_proj_s = up_proj_flops = 0.0
     for g in layer_gemms(m, moe_layer):
-        t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert)
+        t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp)
         gemm_s += t
         gemm_flops += f
         if g.name in ("q_up", "kv_up"):

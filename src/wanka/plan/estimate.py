@@ -103,7 +103,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             if not count:
                 continue
             lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
-                            lay.precision, opts.attention, opts.recompute_modules)
+                            lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
             full = lay.recompute == "full"
@@ -151,7 +151,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     if lay.zero == 3:  # gathers and reduce-scatters of every micro-batch, unit by unit
         z3 = lay.microbatches * zero3_microbatch_s(cluster, model, lay, runs, dense_p, expert_p, opts)[0]
     shard = lay.dp * lay.cp if lay.zero >= 1 else 1
-    expert_shard = max(1, shard // lay.ep)
+    expert_shard = max(1, shard * lay.tp // (lay.ep * lay.expert_tp))
     optimizer_s = ADAM_BYTES_PER_PARAM * (dense_p / shard + expert_p / expert_shard) / E.hbm_Bps(gpu)
     step = pipeline_s + dp_exposed + z3 + optimizer_s
 

@@ -94,6 +94,8 @@ def ep_layer_comm_s(cluster, lay, dispatch_bytes: float, opts: Options) -> float
     # ranks: tp, cp, ep, dp -- EP groups sit at stride tp*cp inside dp; when ep does not divide dp
     # they span the cp ranks too (Megatron-Core flattens cp x dp for experts): stride tp.
     stride = lay.tp * lay.cp if lay.dp % lay.ep == 0 else lay.tp
+    if lay.etp is not None:  # Megatron-Core's expert ranks: etp innermost, then ep, then expert-dp
+        stride = lay.etp
     one = _ct(cluster, "all_to_all", dispatch_bytes, lay.ep, stride, opts.algorithm)
     return 2 * one * (1 - opts.ep_overlap)
 
@@ -125,7 +127,7 @@ def dp_comm(cluster, lay, dense_params: float, expert_params: float, opts: Optio
     max(40M, 1M * dp) parameters (DistributedDataParallelConfig.bucket_size default). ZeRO-3 is
     priced unit by unit by wanka.plan.zero3 (it needs the compute each gather hides under)."""
     size, stride = lay.dp * lay.cp, lay.tp
-    e_size, e_stride = size // lay.ep, lay.tp * lay.ep
+    e_size, e_stride = lay.expert_dp, lay.ep * lay.expert_tp
     w = 1 if lay.precision == "fp8" else 2
     g = opts.grad_bytes or (2 if lay.precision == "fp16" else 4)
 

@@ -111,7 +111,7 @@ def _stage_params(m: ModelSpec, lay: Layout, stage: int) -> tuple[float, float]:
     if m.moe is not None and moe:
         e = mlp_params(m, m.moe.ffn_hidden)
         non_expert += moe * (m.moe.shared_experts * e + m.moe.experts * m.hidden)
-        expert = moe * m.moe.experts * e / lay.ep
+        expert = moe * m.moe.experts * e / lay.ep * lay.tp / lay.expert_tp  # /tp below
     if stage == 0:
         non_expert += m.vocab * m.hidden
     if stage == lay.pp - 1:
@@ -197,7 +197,7 @@ def _stage_memory(m: ModelSpec, lay: Layout, stages: tuple[int, ...], seq: int, 
     shard = lay.dp * lay.cp
     if lay.zero == 3 and lay.dp_shard:
         shard = lay.dp_shard * lay.cp
-    expert_shard = max(1, shard // lay.ep)
+    expert_shard = max(1, shard * lay.tp // (lay.ep * lay.expert_tp))  # expert data parallel
     w_bytes = 3.0 if lay.precision == "fp8" else (4.0 if lay.precision == "fp32" else 2.0)
     z = lay.zero
 

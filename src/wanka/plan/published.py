@@ -200,7 +200,13 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
     if zero_text is None and mcore and dp * cp > 1:  # NeMo / Megatron-Bridge default to the distributed optimizer
         zero = 1
         assumed.append("distributed optimizer (ZeRO-1)")
-    lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=p.get("ep") or 1, vpp=p.get("virtual_pipeline_chunks_per_rank") or 1,
+    ep = p.get("ep") or 1
+    etp = p.get("etp") if ep > 1 and p.get("etp") is not None else None
+    if ep > 1 and etp is None and (dp * cp) % ep and (tp * cp * dp) % ep == 0:
+        etp = 1  # an EP group wider than dp*cp must span the TP ranks: experts not TP-split
+        assumed.append("etp 1 (ep spans the TP ranks)")
+    lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp,
+                 vpp=p.get("virtual_pipeline_chunks_per_rank") or 1,
                  mbs=mbs, gbs=gbs, zero=zero, recompute=_recompute(p.get("recompute")),
                  precision=_precision(p.get("precision")), sp=bool(sp))
     return lay, assumed

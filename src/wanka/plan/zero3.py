@@ -41,13 +41,14 @@ class Unit:
 
 @memo_by_identity(1)
 def layer_units(model, moe_layer: bool, fwd_s: float, bwd_s: float, attn_fwd_s: float, tp: int, ep: int,
-                unit: str) -> tuple[Unit, ...]:
+                unit: str, etp: int | None = None) -> tuple[Unit, ...]:
     """The units of one layer in forward order; fwd_s, bwd_s: the layer's priced compute."""
     gemms = layer_gemms(model, moe_layer)
     experts = model.moe.experts if (moe_layer and model.moe is not None) else 0
 
     def params(g):
-        p = g.k * g.n / (tp if g.tp_split in ("n", "k") else 1)
+        split = (etp or tp) if g.expert else tp
+        p = g.k * g.n / (split if g.tp_split in ("n", "k") else 1)
         return (0.0, p * experts / ep) if g.expert else (p, 0.0)
 
     flops = [g.k * g.n * g.per_token for g in gemms]
@@ -132,7 +133,7 @@ def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_pa
     from wanka.plan.exposure import _ct
 
     size, stride = lay.dp * lay.cp, lay.tp
-    e_size, e_stride = size // lay.ep, lay.tp * lay.ep
+    e_size, e_stride = lay.expert_dp, lay.ep * lay.expert_tp
     w = 1 if lay.precision == "fp8" else 2
     gb = opts.grad_bytes or (2 if lay.precision == "fp16" else 4)
 
@@ -142,7 +143,7 @@ def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_pa
 
     layer_runs, inside_d, inside_e = [], 0.0, 0.0
     for lt, count, is_moe, f, b in runs:
-        units = layer_units(model, is_moe, f, b, lt.attn_fwd_s, lay.tp, lay.ep, opts.zero3_unit)
+        units = layer_units(model, is_moe, f, b, lt.attn_fwd_s, lay.tp, lay.ep, opts.zero3_unit, lay.expert_tp)
         layer_runs.append((units, count))
         inside_d += count * sum(u.dense_params for u in units)
         inside_e += count * sum(u.expert_params for u in units)

@@ -36,6 +36,9 @@ class ParallelDims:
             raise SpecError("layout.cp", "1 (context parallelism is not implemented in the runtime)", layout.cp)
         if layout.ep > 1:
             raise SpecError("layout.ep", "1 (expert parallelism is not implemented in the runtime)", layout.ep)
+        if layout.etp is not None and layout.etp != layout.tp:
+            raise SpecError("layout.etp", f"omitted or tp ({layout.tp}): the runtime splits experts like the dense "
+                            "layers", layout.etp)
         if layout.precision == "fp8" and not (_cuda() if cuda is None else cuda):
             raise SpecError("layout.precision", "bf16 or fp32 on CPU (fp8 needs a CUDA GPU)", "fp8")
         if layout.precision == "fp16":

@@ -1,0 +1,52 @@
+"""Expert tensor parallelism (Layout etp, Megatron-Core --expert-tensor-parallel-size)."""
+
+import pytest
+
+from wanka.cluster import load_cluster
+from wanka.errors import SpecError
+from wanka.layout import Layout
+from wanka.plan import estimate
+from wanka.plan.memory import _stage_params
+from wanka.workload import load_model
+
+
+@pytest.fixture(scope="module")
+def case():
+    return load_model("mixtral-8x7b"), load_cluster("meta-24k-h100", gpus=64)
+
+
+def test_etp_is_parsed_printed_and_checked(case):
+    m, c = case
+    lay = Layout.parse("tp=4,pp=1,ep=8,etp=1,gbs=64").resolve(c.gpus, m)
+    assert (lay.ep, lay.etp, lay.expert_tp, lay.dp, lay.expert_dp) == (8, 1, 1, 16, 8)
+    assert "etp=1" in str(lay) and "etp" not in str(Layout.parse("tp=4"))
+    with pytest.raises(SpecError, match="etp"):
+        Layout.parse("tp=4,ep=2,etp=3").resolve(c.gpus, m)  # etp must divide tp
+    with pytest.raises(SpecError, match="ep.*dp\\*cp"):
+        Layout.parse("tp=4,ep=32,gbs=64").resolve(c.gpus, m)  # without etp, ep must divide dp*cp = 16
+    with pytest.raises(SpecError, match="ep\\*etp"):
+        Layout.parse("tp=4,pp=4,ep=8,etp=4,gbs=64").resolve(c.gpus, m)  # 8 x 4 does not divide tp*cp*dp = 16
+
+
+def test_expert_flops_per_gpu_do_not_depend_on_etp(case):
+    m, c = case
+    a = estimate(m, c, Layout.parse("tp=4,ep=4,gbs=64"))
+    b = estimate(m, c, Layout.parse("tp=4,ep=4,etp=1,gbs=64"))
+    # the same FLOPs per GPU (hfu x step), other GEMM shapes, groups and expert-DP traffic
+    assert b.hfu * b.step_time_s == pytest.approx(a.hfu * a.step_time_s, rel=1e-9)
+    assert b.breakdown["ep_comm"] < a.breakdown["ep_comm"]  # EP group inside the node (stride etp)
+    assert b.breakdown["dp_comm"] > a.breakdown["dp_comm"]  # whole experts: 4x the expert gradients
+
+
+def test_experts_not_split_by_tp_hold_tp_times_the_weights(case):
+    m, c = case
+    full = Layout.parse("tp=4,ep=4,gbs=64").resolve(c.gpus, m)
+    one = Layout.parse("tp=4,ep=4,etp=1,gbs=64").resolve(c.gpus, m)
+    assert _stage_params(m, one, 0)[1] == pytest.approx(4 * _stage_params(m, full, 0)[1])
+    assert _stage_params(m, one, 0)[0] == pytest.approx(_stage_params(m, full, 0)[0])
+
+
+def test_an_ep_group_across_tp_ranks_is_a_valid_layout_with_etp_1(case):
+    m, c = case
+    e = estimate(m, c, Layout.parse("tp=4,ep=8,etp=1,dp=4,pp=4,gbs=64"))  # ep 8 > dp*cp 4
+    assert e.layout.expert_dp == 2 and e.step_time_s > 0 and e.breakdown["ep_comm"] > 0
