@@ -47,6 +47,11 @@ def test_bad_runs_file_is_one_line_and_exit_2(run_cli, tmp_path, content, needle
     assert needle in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_directory_is_not_a_runs_file(run_cli, tmp_path):
+    code, out, err = run_cli("plan", "validate", "--runs", str(tmp_path))
+    assert code == 2 and out == "" and "readable JSON file" in err and len(err.strip().splitlines()) == 1
+
+
 def test_bad_fail_above_is_exit_2(run_cli):
     code, _, err = run_cli("plan", "validate", "--runs", str(ROWS_PATH), "--fail-above", "-1")
     assert code == 2 and "--fail-above" in err

@@ -27,6 +27,7 @@ from wanka.cluster.spec import parse_cluster_spec
 from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan.exposure import Options
+from wanka.workload.activations import RECOMPUTE_MODULES
 from wanka.workload.spec import parse_model_spec
 
 # accelerator text -> catalog name, most specific first
@@ -34,7 +35,6 @@ GPU_NAMES = [("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"), ("h800", "h
              ("mi300x", "mi300x"), ("a100 40gb", "a100-40gb"), ("a100-40gb", "a100-40gb"),
              ("a100-sxm4-40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100-sxm"),
              ("910c", "ascend-910c"), ("910b", "ascend-910b")]
-MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act")
 
 
 BUILT_IN = Path(__file__).parent / "published_runs"  # name.json: runs shipped with wanka (name.md: sources)
@@ -55,6 +55,8 @@ def load_rows(path: str | Path) -> list[dict]:
     except FileNotFoundError:
         raise SpecError("--runs", f"an existing JSON file of published runs or a built-in set "
                         f"({', '.join(built_in_runs())})", str(path)) from None
+    except OSError as exc:  # a directory, no permission
+        raise SpecError("--runs", "a readable JSON file", f"{path} ({exc.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SpecError("--runs", "a JSON list of runs", f"unreadable JSON ({exc})", source=str(path)) from None
     rows = data.get("runs") if isinstance(data, dict) else data
@@ -230,7 +232,7 @@ def framework_options(row: dict) -> Options:
     big = (a.get("total_params_B") or 0) > 18.5
     kw = dict(attention="unfused" if old else "flash", tp_overlap=tp_overlap, dp_overlap=not (local_ddp and big))
     rec = (p.get("recompute") or "").lower()
-    mods = tuple(m for m in MODULES if m in rec)
+    mods = tuple(m for m in RECOMPUTE_MODULES if m in rec)
     if mods:
         kw["recompute_modules"] = mods
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
