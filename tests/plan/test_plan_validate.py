@@ -129,3 +129,13 @@ def test_hfu_only_rows_compare_on_hfu():
     row["result"].update(tokens_per_sec_per_gpu=None, hfu_pct=50.0)
     c = check_row(row)
     assert c.basis == "HFU" and c.error == pytest.approx(c.hfu_predicted / 50.0 - 1)
+
+
+@pytest.mark.parametrize("framework, attention, tp_overlap", [
+    ("Megatron-LM (2021)", "unfused", 0.0), ("Megatron-Core r0.8.0", "flash", 0.5), ("NeMo 24.12", "flash", 0.5),
+    ("MegaScale (2024)", "flash", 0.8), ("torchtitan", "flash", 0.0)])
+def test_framework_mechanisms_from_the_framework_field(framework, attention, tp_overlap):
+    row = _moe_row()
+    row["parallelism"].update(framework=framework, pipeline_schedule=None, comm_overlap=None)
+    opts = framework_options(row)
+    assert (opts.attention, opts.tp_overlap, opts.pipeline) == (attention, tp_overlap, "1f1b")

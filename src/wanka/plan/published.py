@@ -11,6 +11,7 @@ row's `assumed` list says so. Framework facts that change mechanisms (framework_
   * DeepSpeed ZeRO-3 as of 2021 (SC'21 Table 2): per-weight gathers one submodule ahead, gradient
     reduce-scatters on the compute stream, and collectives at about one NIC per GPU (a hypothesis:
     docs/plan.md "ZeRO-3").
+  * MegaScale (NSDI'24 s.3.2) fuses TP communication into the GEMMs: 80% of it hidden (assumption).
   * DualPipe (DeepSeek-V3): Options.pipeline="dualpipe", 20 of 132 SMs for communication.
 """
 
@@ -228,6 +229,8 @@ def framework_options(row: dict) -> Options:
     overlap = " ".join(str(p.get(k) or "") for k in ("comm_overlap", "framework")).lower()
     tp_overlap = 0.0 if old else (0.5 if ("tp-comm-overlap" in overlap or "tp_comm_overlap" in overlap
                                           or "tp comm overlap" in overlap or _megatron_core(p)) else 0.0)
+    if "megascale" in fw:  # MegaScale fuses TP/SP all-gather and reduce-scatter into the GEMMs (NSDI'24 s.3.2)
+        tp_overlap = 0.8  # fraction hidden: an assumption (tests/plan/test_plan_anchors.py uses the same)
     local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
     big = (a.get("total_params_B") or 0) > 18.5
     kw = dict(attention="unfused" if old else "flash", tp_overlap=tp_overlap, dp_overlap=not (local_ddp and big))
