@@ -139,3 +139,14 @@ def test_framework_mechanisms_from_the_framework_field(framework, attention, tp_
     row["parallelism"].update(framework=framework, pipeline_schedule=None, comm_overlap=None)
     opts = framework_options(row)
     assert (opts.attention, opts.tp_overlap, opts.pipeline) == (attention, tp_overlap, "1f1b")
+
+
+def test_hsdp_shard_group_is_read_from_the_zero_text():
+    row = _moe_row()
+    row["architecture"].update(num_experts=None, top_k=None, moe_ffn_hidden_size=None)
+    row["parallelism"].update(ep=1, pp=1, dp=144, zero_or_fsdp="FSDP (MaxText FSDP=72 x DP=2)",
+                              pipeline_schedule=None, global_batch_size_seqs=144)
+    lay, _ = row_layout(row)
+    assert (lay.zero, lay.dp_shard) == (3, 72)
+    row["parallelism"]["zero_or_fsdp"] = "FSDP (full shard)"
+    assert row_layout(row)[0].dp_shard is None

@@ -83,3 +83,16 @@ def test_bad_zero3_unit_is_named(fsdp_case):
         estimate(m, c, Layout.parse("dp=64,gbs=64,zero=3"), options=Options(zero3_unit="module"))
     with pytest.raises(SpecError, match="zero3_unit"):  # checked whatever the ZeRO stage
         estimate(m, c, Layout.parse("dp=64,gbs=64,zero=1"), options=Options(zero3_unit="module"))
+
+
+def test_hsdp_gathers_in_the_shard_group_and_all_reduces_across_replicas():
+    m, c = load_model("llama3-70b"), load_cluster("meta-24k-h100", gpus=512)
+    lay = "dp=512,mbs=1,gbs=512,zero=3,recompute=full"
+    flat = Options(algorithm="flat-ring")  # latency grows with the ring, so the shard group matters
+    full = estimate(m, c, Layout.parse(lay), options=flat)
+    hsdp = estimate(m, c, Layout.parse(lay + ",dp_shard=64"), options=flat)
+    assert hsdp.breakdown["dp_comm"] < full.breakdown["dp_comm"]
+    assert hsdp.memory_GB_per_gpu > full.memory_GB_per_gpu  # optimizer states over 64, not 512
+    # one replica per shard group: HSDP with dp_shard = dp is plain FSDP
+    same = estimate(m, c, Layout.parse(lay + ",dp_shard=512"), options=flat)
+    assert same.step_time_s == pytest.approx(full.step_time_s, rel=1e-12)

@@ -208,7 +208,11 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
     if ep > 1 and etp is None and (dp * cp) % ep and (tp * cp * dp) % ep == 0:
         etp = 1  # an EP group wider than dp*cp must span the TP ranks: experts not TP-split
         assumed.append("etp 1 (ep spans the TP ranks)")
-    lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp,
+    shard = re.search(r"(?:fsdp|dp_shard|shard group)\s*[=:]?\s*(\d+)", (zero_text or "").lower())
+    dp_shard = int(shard.group(1)) if zero == 3 and shard and dp % int(shard.group(1)) == 0 else None
+    if dp_shard is not None and dp_shard >= dp:
+        dp_shard = None
+    lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, dp_shard=dp_shard,
                  vpp=p.get("virtual_pipeline_chunks_per_rank") or 1,
                  mbs=mbs, gbs=gbs, zero=zero, recompute=_recompute(p.get("recompute")),
                  precision=_precision(p.get("precision")), sp=bool(sp))

@@ -129,10 +129,16 @@ def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_pa
     """(exposed, total) ZeRO-3 seconds of one micro-batch on the rank whose layers are `runs`
     ((LayerTime, count, is_moe, layer forward s, layer backward s) from the estimator); the rank
     holds dense_params / expert_params per GPU in all. Groups: dp*cp ranks at stride tp (dense),
-    dp*cp/ep at stride tp*ep (routed experts), as wanka.plan.exposure.dp_comm places them."""
+    the expert data-parallel ranks at stride ep*etp (routed experts), as
+    wanka.plan.exposure.dp_comm places them. HSDP (Layout dp_shard < dp: torchtitan dp_replicate x
+    dp_shard, MaxText fsdp x dp): gathers and reduce-scatters run in the dp_shard*cp shard group,
+    and each unit's reduced shard is then all-reduced across the dp/dp_shard replicas (FSDP2's
+    HSDP does both per unit, in the backward)."""
     from wanka.plan.exposure import _ct
 
-    size, stride = lay.dp * lay.cp, lay.tp
+    shard = lay.dp_shard or lay.dp
+    replicas = lay.dp // shard
+    size, stride = shard * lay.cp, lay.tp
     e_size, e_stride = lay.expert_dp, lay.ep * lay.expert_tp
     w = 1 if lay.precision == "fp8" else 2
     gb = opts.grad_bytes or (2 if lay.precision == "fp16" else 4)
@@ -148,7 +154,12 @@ def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_pa
         inside_d += count * sum(u.dense_params for u in units)
         inside_e += count * sum(u.expert_params for u in units)
     extra = Unit(0.0, 0.0, max(0.0, dense_params - inside_d), max(0.0, expert_params - inside_e))
+    def reduce(u):
+        t = coll("reduce_scatter", u, gb)
+        if replicas > 1:  # the shard's gradients across the HSDP replicas
+            t += _ct(cluster, "all_reduce", u.dense_params * gb / size, replicas, lay.tp * size, opts.algorithm)
+        return t
+
     exposed, total = microbatch_exposed_s(layer_runs, extra, lay.recompute == "full",
-                                          lambda u: coll("all_gather", u, w), lambda u: coll("reduce_scatter", u, gb),
-                                          opts.zero3_grad_overlap)
+                                          lambda u: coll("all_gather", u, w), reduce, opts.zero3_grad_overlap)
     return (exposed if opts.dp_overlap else total), total
