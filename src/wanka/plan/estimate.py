@@ -98,7 +98,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     def stage_pass(dense: int, moe: int, last: bool):
         fwd = bwd = rec = 0.0
         comm = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
-        runs = []  # (LayerTime, count, is_moe) for ZeRO-3's unit-by-unit gathers
+        runs = []  # (LayerTime, count, is_moe, layer fwd s, layer bwd s) for ZeRO-3's unit-by-unit gathers
         for count, is_moe in ((dense, False), (moe, True)):
             if not count:
                 continue
