@@ -6,9 +6,10 @@ kv_heads), cp (powers of two dividing the sequence, up to 32, >= 512 tokens per 
 divisor of GPUs/(tp*cp) up to the layer count), vpp (1, 2, 4, 8 where pp*vpp <= layers + 2 and the
 micro-batches allow interleaving; embedding and loss may count as layers, Layout.check_model),
 ep (MoE only: powers of two dividing experts and dp*cp), mbs (1, 2, 4), zero (1, 2, 3), recompute
-(none, selective, full). Memory is checked before time (cheap first). Dominated layouts are not priced: a heavier recompute of a layout that fits with a lighter
-one (same communication, more compute), and the ZeRO-2 twin of a layout that fits with ZeRO-1 at
-the same recompute (same memory headroom needed, extra per-micro-batch reduce-scatters).
+(none, selective, full). Memory is checked before time (cheap first). Dominated layouts are not
+priced: a heavier recompute of a layout that fits with a lighter one (same communication, more
+compute), and the ZeRO-2 twin of a layout that fits with ZeRO-1 at the same recompute (same memory
+headroom needed, extra per-micro-batch reduce-scatters).
 
 Global batch: a given --gbs is used for every layout (layouts whose dp*mbs does not divide it are
 dropped). Without one, ONE batch is chosen for all candidates so that they are compared on equal
