@@ -87,6 +87,8 @@ def test_two_process_layouts_match_and_resume_from_four(reference, four_proc, co
         {"layout": "dp=2,precision=fp32,gbs=4,mbs=2", "ckpt": str(tmp_path / "moe"), "model": "tiny-moe", "steps": 4},
         {"layout": "tp=2,recompute=full,precision=fp32,gbs=4,mbs=2", "ckpt": str(tmp_path / "ac"), "steps": 4},
         {"layout": "dp=2,precision=bf16,gbs=4,mbs=2", "ckpt": str(tmp_path / "bf16"), "steps": 4},
+        {"layout": "pp=2,precision=fp32,gbs=4,mbs=1", "ckpt": str(tmp_path / "moe_pp2"), "model": "tiny-moe",
+         "steps": 4},
     ]
     runs = _launch(2, tmp_path / "out.json", corpus_dir, configs)
     for run in runs[:3]:
@@ -103,3 +105,11 @@ def test_two_process_layouts_match_and_resume_from_four(reference, four_proc, co
     # bf16 compute with fp32 master weights and fp32 gradient reduction: close, not equal
     assert runs[6]["losses"] == pytest.approx(reference[0][:4], rel=2e-2)
     assert runs[6]["losses"] != pytest.approx(reference[0][:4], rel=1e-6)
+    # MoE under pipeline parallelism: the balancing loss of the first stage's MoE layers reaches
+    # their routers without passing through the last stage's loss (grad norms include the routers)
+    moe_mb1 = TrainConfig(**{**COMMON, "model": "tiny-moe", "steps": 4}, layout="precision=fp32,gbs=4,mbs=1",
+                          ckpt=str(tmp_path / "moe_mb1"))
+    one = Trainer(moe_mb1, 0, 1, corpus_dir)
+    one.fit()
+    assert runs[7]["losses"] == pytest.approx(one.losses, rel=RTOL)
+    assert _grad_norms(runs[7]["config"]["ckpt"]) == pytest.approx(_grad_norms(moe_mb1.ckpt), rel=1e-4)

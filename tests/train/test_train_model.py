@@ -71,3 +71,22 @@ def test_logits_match_the_serving_reference():
         ours = model(torch.tensor([tokens]))[0]
     theirs = reference_logits(spec, model.state_dict(), tokens)
     assert torch.allclose(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_balancing_loss_reaches_the_router_through_the_backward_alone():
+    # the gradient the trainer gets from aux_scale equals that of adding coef x aux to the loss, so
+    # it also works on pipeline stages that never see the loss (the layer's own backward adds it)
+    spec = load_model("tiny-moe", seq_len=16)
+    tokens = torch.randint(0, 258, (2, 16))
+    explicit, injected, plain = build_model(spec, 7), build_model(spec, 7), build_model(spec, 7)
+    (explicit(tokens).sum() + 0.25 * explicit.aux_loss()).backward()
+    injected.set_aux_loss_scale(0.25)
+    injected(tokens).sum().backward()
+    plain(tokens).sum().backward()
+    router = "layers.1.feed_forward.router.weight"
+    grads = {m: dict(model.named_parameters())[router].grad for m, model in
+             (("explicit", explicit), ("injected", injected), ("plain", plain))}
+    assert torch.allclose(grads["injected"], grads["explicit"], atol=1e-6, rtol=1e-5)
+    assert not torch.allclose(grads["plain"], grads["explicit"], atol=1e-6, rtol=1e-5)
+    for (n, a), (_, b) in zip(explicit.named_parameters(), injected.named_parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-6, rtol=1e-5), n

@@ -107,8 +107,27 @@ class FeedForward(nn.Module):
         return self.w2(F.gelu(self.w1(x)))  # exact erf GELU
 
 
+class _AuxLossGrad(torch.autograd.Function):
+    """Identity on the MoE output whose backward also hands the layer's load-balancing loss the
+    gradient `scale` (= coefficient / micro-batches the loss is averaged over): the balancing loss
+    reaches the router of every layer without travelling to the loss, so it works on every
+    pipeline stage (Megatron-Core's MoEAuxLossAutoScaler does the same)."""
+
+    @staticmethod
+    def forward(ctx, out: torch.Tensor, aux: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.save_for_backward(aux)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (aux,) = ctx.saved_tensors
+        return grad, torch.full_like(aux, ctx.scale), None
+
+
 class MoE(nn.Module):
-    """Top-k routed experts (dense compute over the tokens each expert receives)."""
+    """Top-k routed experts (dense compute over the tokens each expert receives). `aux_scale`
+    (set by the trainer) > 0 adds aux_scale x the balancing loss to the gradients (_AuxLossGrad)."""
 
     def __init__(self, spec: ModelSpec):
         super().__init__()
@@ -120,6 +139,7 @@ class MoE(nn.Module):
         if moe.shared_experts:
             self.shared = FeedForward(spec.hidden, moe.shared_experts * moe.ffn_hidden, spec.activation)
         self.aux_loss = torch.zeros(())
+        self.aux_scale = 0.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
@@ -139,6 +159,8 @@ class MoE(nn.Module):
         self.aux_loss = n_exp * (f * probs.mean(0)).sum()
         if hasattr(self, "shared"):
             out = out + self.shared(flat)
+        if self.aux_scale > 0 and torch.is_grad_enabled():
+            out = _AuxLossGrad.apply(out, self.aux_loss, self.aux_scale)
         return out.view(shape)
 
 
@@ -198,6 +220,12 @@ class Transformer(nn.Module):
         if self.norm is not None and self.spec.tied_embeddings:
             return F.linear(h, self.tok_embeddings.weight)
         return h
+
+    def set_aux_loss_scale(self, scale: float) -> None:
+        """d(objective)/d(balancing loss) for the next backward passes (0: off)."""
+        for layer in self.layers.values():
+            if isinstance(layer.feed_forward, MoE):
+                layer.feed_forward.aux_scale = scale
 
     def aux_loss(self) -> torch.Tensor:
         """Sum of the MoE load-balancing losses of the last forward (0 for a dense model)."""

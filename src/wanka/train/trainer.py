@@ -125,6 +125,9 @@ class Trainer:
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, poison: bool) -> tuple[float, bool]:
         """Local mean loss over this rank's batch, and whether this rank computed a loss."""
         if self.par.schedule is not None:
+            # the schedule averages over micro-batches by scaling the gradients after the backward
+            for chunk in self.par.chunks:
+                chunk.set_aux_loss_scale(self.cfg.aux_loss_coef if self.spec.moe else 0.0)
             losses: list[torch.Tensor] = []
             has_first = self.dims.coords(self.rank)["pp"] == 0
             args = (x,) if has_first else ()
@@ -137,13 +140,13 @@ class Trainer:
             return (float("nan") if poison else loss), True
         model = self.par.chunks[0]
         parts = microbatches(x, y, self.layout.mbs)
+        model.set_aux_loss_scale(self.cfg.aux_loss_coef / len(parts) if self.spec.moe else 0.0)
         total = 0.0
         for i, (mx, my) in enumerate(parts):
             if self.fsdp:
                 model.set_requires_gradient_sync(i == len(parts) - 1)
             with self._amp():
-                ce = cross_entropy(model(mx), my)
-                loss = ce + self.cfg.aux_loss_coef * model.aux_loss() if self.spec.moe else ce
+                loss = ce = cross_entropy(model(mx), my)  # the balancing loss joins in the backward
             if poison:
                 loss = loss * float("nan")
             (loss / len(parts)).backward()
