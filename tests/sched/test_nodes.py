@@ -58,3 +58,18 @@ def test_bad_node_ids(tiny4):
         s.fail_nodes([99], 0)
     with pytest.raises(SpecError, match="spare_nodes"):
         Scheduler(tiny4, spare_nodes=16)
+
+
+def test_jobs_on_nodes_names_the_holders(tiny4):
+    s = Scheduler(tiny4)
+    s.submit(Job("a", gpus=8, submit_s=0, duration_s=500), 0)
+    s.submit(Job("b", gpus=4, submit_s=0, duration_s=500), 0)
+    starts = {d.job_id: d for d in s.schedule(0)}
+    a_nodes = sorted({i // 4 for i in starts["a"].gpu_ids})
+    b_nodes = sorted({i // 4 for i in starts["b"].gpu_ids})
+    assert s.jobs_on_nodes(a_nodes) == ["a"] and s.jobs_on_nodes(b_nodes) == ["b"]
+    assert s.jobs_on_nodes(a_nodes + b_nodes) == ["a", "b"]
+    idle = next(n for n in range(16) if n not in a_nodes + b_nodes)
+    assert s.jobs_on_nodes([idle]) == []
+    with pytest.raises(SpecError):
+        s.jobs_on_nodes([99])

@@ -41,15 +41,23 @@ class NodeHealth:
             out.append(n)
         return out
 
+    def _slots_on(self, n: int) -> list[int]:
+        gpn = self.free.gpn
+        return sorted(set(self.free.owner[n * gpn:(n + 1) * gpn].tolist()) - {-1})
+
+    def jobs_on_nodes(self, node_ids) -> list[str]:
+        """Ids of the jobs holding GPUs on these nodes, in the order they were submitted."""
+        slots = sorted({s for n in self._check_nodes(node_ids) for s in self._slots_on(n)})
+        return [self._slots[s].job.id for s in slots]
+
     def fail_nodes(self, node_ids, now_s: float) -> list[str]:
-        gpn, hit = self.free.gpn, []
+        hit = []
         for n in self._check_nodes(node_ids):
             self.down.add(n)
             if n in self.spares:
                 self.spares.remove(n)
             self.free.set_ok(n, False)
-            slots = sorted(set(self.free.owner[n * gpn:(n + 1) * gpn].tolist()) - {-1})
-            for slot in slots:
+            for slot in self._slots_on(n):
                 js = self._slots[slot]
                 self._stop(js, now_s)
                 self.stats["failed_jobs"] += 1

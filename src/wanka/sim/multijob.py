@@ -203,8 +203,8 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
                 cause = model.causes[b]
                 hit_nodes = np.nonzero(groups[cause.unit] == groups[cause.unit][a])[0].tolist() \
                     if cause.unit in GROUP_UNITS else [a]
-                owners = set(np.concatenate([s.free.owner[n * gpn:(n + 1) * gpn] for n in hit_nodes]).tolist()) - {-1}
-                running = [n for n in names if s.jobs.get(n) is not None and s.jobs[n].slot in owners]
+                holders = set(s.jobs_on_nodes(hit_nodes))
+                running = [n for n in names if n in holders]
                 if cause.recovery == "restart":
                     for n in running:  # the job crashes and restarts on the same GPUs
                         jr = ids[n]
@@ -218,7 +218,7 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
                     continue
                 counts["node_failures"] += 1
                 counts["nodes_down"] += len(fresh)
-                with_jobs = sum(1 for n in fresh if (s.free.owner[n * gpn:(n + 1) * gpn] >= 0).any())
+                with_jobs = sum(1 for n in fresh if s.jobs_on_nodes([n]))
                 for n in s.fail_nodes(fresh, t):
                     jr = ids[n]
                     jr.interruptions += 1
