@@ -36,7 +36,11 @@ class LayerTime:
 
 
 def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_bytes: int,
-                 moe_tokens_per_expert: float | None, etp: int | None = None) -> tuple[float, float]:
+                 moe_tokens_per_expert: float | None, etp: int | None = None,
+                 local_experts: float = 1.0) -> tuple[float, float]:
+    """A GEMM (a grouped GEMM over the `local_experts` experts this GPU holds, for routed experts):
+    FLOP time at the shape-adjusted rate, never faster than streaming inputs, every local expert's
+    weights and the outputs from HBM."""
     k, n = g.k, g.n
     split = (etp or tp) if g.expert else tp
     if g.tp_split == "n":
@@ -49,7 +53,8 @@ def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_byt
     flops = 2.0 * rows * k * n
     m_dim = moe_tokens_per_expert if g.expert and moe_tokens_per_expert else rows
     t = flops / (peak * E.shape_factor(m_dim, n, k))
-    t_mem = (rows * k + k * n + rows * n) * w_bytes / hbm
+    weights = k * n * (local_experts if g.expert else 1.0)
+    t_mem = (rows * k + weights + rows * n) * w_bytes / hbm
     return max(t, t_mem), flops
 
 
@@ -62,12 +67,13 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
     w_bytes = 1 if precision == "fp8" else 2
-    per_expert = None
+    per_expert, local = None, 1.0
     if moe_layer and m.moe is not None:  # rows one local expert sees: tokens of the EP group / experts
         per_expert = tokens * m.moe.top_k * ep / m.moe.experts * (etp or tp) / tp
+        local = m.moe.experts / ep
     gemm_s = gemm_flops = up_proj_s = up_proj_flops = 0.0
     for g in layer_gemms(m, moe_layer):
-        t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp)
+        t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp, local)
         gemm_s += t
         gemm_flops += f
         if g.name in ("q_up", "kv_up"):
