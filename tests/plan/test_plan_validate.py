@@ -19,7 +19,8 @@ def test_validate_reports_every_row_of_the_calibration_file(run_cli):
     assert s["rows"] == len(load_rows()) == len(doc["rows"])
     tokens = [r for r in doc["rows"] if r["basis"] == "tokens/s"]
     assert len(tokens) == 30  # the rows the calibration test holds to 10% / 30%
-    assert s["median_abs_error"] <= 0.10
+    # every compared row, the Megatron-Core H100 ones on MFU included (their FFN/mbs are assumed)
+    assert s["compared"] == 39 and s["median_abs_error"] <= 0.10 and s["max_abs_error"] <= 0.30
     skipped = {r["id"]: r["skipped"] for r in doc["rows"] if r["skipped"]}
     assert "mcore_h100_strong_177B_96gpu" in skipped and "tp and pp" in skipped["mcore_h100_strong_177B_96gpu"]
     assert "global batch" in skipped["korthikanti_530B_2240gpu"]
