@@ -32,19 +32,27 @@ def test_cached_decoding_matches_full_forward(variant, tmp_path):
     other = tokens[::-1]
     ref = reference_logits(export.spec, export.tensors, tokens)
 
-    whole = model(torch.tensor(tokens), BatchLayout([2], [0], [40]), model.new_cache(4))
+    cache = model.new_cache(40, 4)
+    whole = model(torch.tensor(tokens), BatchLayout([cache.table(40)], [0], [40]), cache)
     _close(whole, ref)
 
-    # the same sequence in slot 1: a 10-token prefill, a 5-token chunk, then one token per step
-    # batched with an unrelated sequence in slot 0 (its cache must not leak into ours)
-    cache = model.new_cache(4)
-    pieces = [model(torch.tensor(tokens[:10]), BatchLayout([1], [0], [10]), cache),
-              model(torch.tensor(tokens[10:15]), BatchLayout([1], [10], [5]), cache)]
-    model(torch.tensor(other[:3]), BatchLayout([0], [0], [3]), cache)
+    # the same sequence in 4-token blocks: a 10-token prefill, a 5-token chunk, then one token per
+    # step batched with an unrelated sequence whose blocks interleave with ours (no leak either way)
+    cache = model.new_cache(40, 4)
+    ours, theirs = [], []
+    assert cache.grow(ours, 10)
+    pieces = [model(torch.tensor(tokens[:10]), BatchLayout([ours], [0], [10]), cache)]
+    assert cache.grow(ours, 15)
+    pieces.append(model(torch.tensor(tokens[10:15]), BatchLayout([ours], [10], [5]), cache))
+    assert cache.grow(theirs, 3)
+    model(torch.tensor(other[:3]), BatchLayout([theirs], [0], [3]), cache)
     for i in range(15, 40):
         j = i - 12
-        step = model(torch.tensor([other[j], tokens[i]]), BatchLayout([0, 1], [j, i], [1, 1]), cache)
+        assert cache.grow(ours, i + 1) and cache.grow(theirs, j + 1)
+        step = model(torch.tensor([other[j], tokens[i]]), BatchLayout([theirs, ours], [j, i], [1, 1]), cache)
         pieces.append(step[1:])
+    assert sorted(set(ours) | set(theirs)) == sorted(ours + theirs)  # no block shared
+    assert max(ours) > min(theirs)  # and they interleave
     _close(torch.cat(pieces), ref)
 
 
@@ -53,9 +61,10 @@ def test_mixed_prefill_and_decode_in_one_call(tiny_export):
     spec, t = tiny_export.spec, tiny_export.tensors
     model = InferenceModel.from_tensors(spec, t)
     a, b = list(range(65, 85)), list(range(97, 110))
-    cache = model.new_cache(3)
-    model(torch.tensor(a[:19]), BatchLayout([0], [0], [19]), cache)
-    logits = model(torch.tensor([a[19]] + b), BatchLayout([0, 2], [19, 0], [1, 13]), cache,
+    cache = model.new_cache(12, 4)
+    ta, tb = cache.table(20), cache.table(13)
+    model(torch.tensor(a[:19]), BatchLayout([ta], [0], [19]), cache)
+    logits = model(torch.tensor([a[19]] + b), BatchLayout([ta, tb], [19, 0], [1, 13]), cache,
                    torch.tensor([0, 13]))
     _close(logits[0], reference_logits(spec, t, a)[-1])
     _close(logits[1], reference_logits(spec, t, b)[-1])

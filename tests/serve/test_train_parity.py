@@ -29,5 +29,6 @@ def test_training_model_and_serving_model_agree(preset, tmp_path):
     with torch.no_grad():
         expected = trained(tokens)[0]
     served = InferenceModel.from_tensors(export.spec, export.tensors)
-    got = served(tokens[0], BatchLayout([0], [0], [50]), served.new_cache(1))
+    cache = served.new_cache(4, 16)
+    got = served(tokens[0], BatchLayout([cache.table(50)], [0], [50]), cache)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)

@@ -25,9 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1 routes")
-    s.add_argument("--max-batch", type=int, default=32, help="running requests (KV-cache slots)")
+    s.add_argument("--max-batch", type=int, default=32, help="running requests at most")
     s.add_argument("--max-queue", type=int, default=256, help="waiting requests before HTTP 429")
     s.add_argument("--max-batched-tokens", type=int, default=512, help="token budget per engine step")
+    s.add_argument("--block-size", type=int, default=64, help="token positions per KV-cache block")
+    s.add_argument("--kv-blocks", type=int, default=None,
+                   help="KV-cache blocks (default: max-batch full-length contexts); fewer blocks than "
+                        "running requests need preempts the newest, which recomputes later")
     json_flag(s)
     s.set_defaults(func=cmd_serve)
 
@@ -45,7 +49,7 @@ def cmd_serve(args):
     from wanka.serve.server import build_state, make_server
 
     state = build_state(args.model, args.quantize, args.max_batch, args.max_queue, args.max_batched_tokens,
-                        args.api_key)
+                        args.api_key, args.block_size, args.kv_blocks)
     server, sock = make_server(state, args.host, args.port)
     url = f"http://{args.host}:{sock.getsockname()[1]}"
     info = {"url": url, "model": state.model_id, **(state.info or {})}

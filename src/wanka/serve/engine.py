@@ -1,11 +1,15 @@
-"""The engine: continuous (iteration-level) batching over a KV-cache slot pool.
+"""The engine: continuous (iteration-level) batching over a paged KV cache.
 
 Every `step()` builds one batch under a token budget, like vLLM v1's scheduler
 (vllm/v1/core/sched/scheduler.py: RUNNING requests first, then WAITING ones): each running request
 gets its next token (or the next chunk of its prompt), then waiting requests are admitted while a
-cache slot and budget remain, their prompts chunked to fit. A request leaves the batch the step it
-finishes (EOS, a stop string, max_tokens, or the context length), and its slot goes to the next one.
-There is no separate prefill phase: prompt chunks and decode tokens share one forward call.
+batch place (max_batch), KV blocks and budget remain, their prompts chunked to fit. A request
+takes KV-cache blocks as its context grows (kv_cache.py) and gives them back the step it finishes
+(EOS, a stop string, max_tokens, or the context length). When a running request needs a block and
+none is free, the most recently admitted running request is preempted: its blocks are freed and it
+goes back to the front of the queue, to recompute its prompt and the tokens it has generated when
+re-admitted (vLLM's recompute preemption); its output so far is kept, so greedy outputs do not
+change. There is no separate prefill phase: prompt chunks and decode tokens share one forward call.
 
 The engine is single-threaded; `runner.EngineRunner` drives it from a thread for the HTTP server.
 """
@@ -37,7 +41,8 @@ class Request:
     text: str = ""                  # generated text so far, cut at a stop string when one matched
     emitted_chars: int = 0          # how much of `text` has been handed out as deltas
     num_computed: int = 0           # tokens already in the KV cache
-    slot: int | None = None
+    blocks: list[int] = field(default_factory=list)   # KV-cache block table
+    preemptions: int = 0
     finish_reason: str | None = None
     arrival_s: float = 0.0
     first_token_s: float | None = None
@@ -62,17 +67,25 @@ class Delta:
 
 @dataclass
 class EngineConfig:
-    max_batch: int = 32              # running requests = KV-cache slots
+    max_batch: int = 32              # running requests at most
     max_queue: int = 256             # waiting requests before QueueFull
     max_batched_tokens: int = 512    # tokens per forward call (vLLM's max_num_batched_tokens)
+    block_size: int = 64             # token positions per KV-cache block (benchmarks/serve_throughput.py)
+    kv_blocks: int | None = None     # KV-cache blocks; None: max_batch full-length contexts
 
 
 class Engine:
     def __init__(self, model: InferenceModel, tokenizer, config: EngineConfig | None = None):
         self.model, self.tokenizer = model, tokenizer
         self.config = config or EngineConfig()
-        self.cache = model.new_cache(self.config.max_batch)
+        c = self.config
+        blocks = c.kv_blocks or c.max_batch * -(-model.max_len // c.block_size)
+        if blocks * c.block_size < model.max_len:  # one full-length context must fit, or it could never finish
+            raise ValueError(f"kv_blocks x block_size ({blocks} x {c.block_size}) below the context length "
+                             f"{model.max_len}")
+        self.cache = model.new_cache(blocks, c.block_size)
         self.context_len = model.max_len
+        self.preemptions = 0
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self._ids = itertools.count()
@@ -81,9 +94,9 @@ class Engine:
 
     # ---- requests in and out ----
     def waiting_for_slot(self, arriving: int = 0) -> int:
-        """Requests (plus `arriving` ones) that would still wait once every free KV-cache slot is
+        """Requests (plus `arriving` ones) that would still wait once every free batch place is
         taken: what max_queue bounds. Counting all of `waiting` refused a request that had a free
-        slot when several arrived together."""
+        place when several arrived together."""
         free = self.config.max_batch - len(self.running)
         return max(0, len(self.waiting) + arriving - free)
 
@@ -111,21 +124,42 @@ class Engine:
     # ---- one iteration ----
     def _schedule(self) -> list[tuple[Request, int]]:
         budget = self.config.max_batched_tokens
-        plan = []
-        for req in self.running:                      # running first, in arrival order
+        plan: list[tuple[Request, int]] = []
+        i = 0
+        while i < len(self.running) and budget > 0:   # running first, in arrival order
+            req = self.running[i]
             n = min(len(req.all_ids) - req.num_computed, budget)
             if n <= 0:
                 break
+            while not self.cache.grow(req.blocks, req.num_computed + n):
+                victim = self.running[-1]             # the most recently admitted one
+                self._preempt(victim)
+                if victim is req:
+                    break
+            if req not in self.running:               # it was the victim itself
+                break
             plan.append((req, n))
             budget -= n
-        while self.waiting and budget > 0 and self.cache.free_slots:
-            req = self.waiting.popleft()
-            req.slot = self.cache.allocate()
+            i += 1
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_batch:
+            req = self.waiting[0]
+            n = min(len(req.all_ids) - req.num_computed, budget)   # a long prompt is chunked over steps
+            if not self.cache.grow(req.blocks, n):
+                break                                 # wait for blocks to come back
+            self.waiting.popleft()
             self.running.append(req)
-            n = min(len(req.prompt_ids), budget)      # a long prompt is chunked over steps
             plan.append((req, n))
             budget -= n
         return plan
+
+    def _preempt(self, req: Request) -> None:
+        """Free `req`'s blocks and queue it first, to recompute its context when re-admitted."""
+        self.running.remove(req)
+        self.cache.release(req.blocks)
+        req.num_computed = 0
+        req.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(req)
 
     def step(self) -> list[Delta]:
         plan = self._schedule()
@@ -136,7 +170,7 @@ class Engine:
             tokens.extend(req.all_ids[req.num_computed:req.num_computed + n])
             rows.append(len(tokens) - 1)
             sampling.append(req.num_computed + n == len(req.all_ids))  # whole context now cached
-        batch = BatchLayout([r.slot for r, _ in plan], [r.num_computed for r, _ in plan], [n for _, n in plan])
+        batch = BatchLayout([r.blocks for r, _ in plan], [r.num_computed for r, _ in plan], [n for _, n in plan])
         wanted = [row for row, s in zip(rows, sampling) if s]
         logits = self.model(torch.tensor(tokens), batch, self.cache, torch.tensor(wanted, dtype=torch.long))
         self.last_batch_size, self.last_batch_tokens = len(plan), len(tokens)
@@ -190,8 +224,7 @@ class Engine:
         req.finish_reason = reason
         req.finish_s = now or time.perf_counter()
         self.running.remove(req)
-        self.cache.release(req.slot)
-        req.slot = None
+        self.cache.release(req.blocks)
 
     # ---- convenience for scripts and tests ----
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Request]:

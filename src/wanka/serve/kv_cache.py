@@ -1,32 +1,55 @@
-"""A preallocated KV-cache slot pool: one slot per running request, `max_len` positions each.
+"""A paged KV cache (vLLM's PagedAttention layout, Kwon et al. SOSP'23, arXiv:2309.06180): fixed-size
+blocks of `block_size` token positions, handed to requests as their contexts grow.
 
-k and v are [layers, slots, kv_heads, max_len, head_dim] fp32. A slot is taken when a request is
-admitted and given back when it finishes, so memory is fixed at start-up (vLLM pages its cache
-in blocks to share memory across lengths; a padded slot per request is the simple CPU version).
+k and v are [layers, blocks, block_size, kv_heads, head_dim] fp32 (positions outside heads, so
+a gathered run of blocks is one contiguous [positions, kv_heads, head_dim] tensor). A request holds a block table
+(list of block ids); position p of its context lives in block table[p // block_size] at offset
+p % block_size. Memory is fixed at start-up, but a short request takes only the blocks it fills,
+so many more requests fit than with one max-length slot each.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
-class KVCachePool:
-    def __init__(self, layers: int, slots: int, kv_heads: int, max_len: int, head_dim: int):
-        shape = (layers, slots, kv_heads, max_len, head_dim)
+class PagedKVCache:
+    def __init__(self, layers: int, blocks: int, kv_heads: int, block_size: int, head_dim: int):
+        shape = (layers, blocks, block_size, kv_heads, head_dim)
         self.k = torch.zeros(shape)
         self.v = torch.zeros(shape)
-        self.max_len = max_len
-        self._free = list(range(slots - 1, -1, -1))
+        self.block_size = block_size
+        self.blocks = blocks
+        self._free = list(range(blocks - 1, -1, -1))
 
     @property
-    def free_slots(self) -> int:
+    def free_blocks(self) -> int:
         return len(self._free)
 
-    def allocate(self) -> int:
-        return self._free.pop()
+    def blocks_for(self, tokens: int) -> int:
+        return math.ceil(tokens / self.block_size)
 
-    def release(self, slot: int) -> None:
-        self._free.append(slot)
+    def grow(self, table: list[int], tokens: int) -> bool:
+        """Extend `table` to hold `tokens` positions; False (and no change) when blocks run out."""
+        need = self.blocks_for(tokens) - len(table)
+        if need > len(self._free):
+            return False
+        for _ in range(max(0, need)):
+            table.append(self._free.pop())
+        return True
+
+    def table(self, tokens: int) -> list[int]:
+        """A new block table for `tokens` positions (for scripts and tests)."""
+        out: list[int] = []
+        if not self.grow(out, tokens):
+            raise MemoryError(f"{self.blocks_for(tokens)} KV blocks needed, {self.free_blocks} free")
+        return out
+
+    def release(self, table: list[int]) -> None:
+        self._free.extend(reversed(table))
+        table.clear()
 
     @property
     def nbytes(self) -> int:

@@ -34,11 +34,17 @@ class ServeMetrics:
         self.prompt = Counter("wanka_serve_prompt_tokens", "prompt tokens", registry=r)
         self.finished = Counter("wanka_serve_requests", "finished requests", ["finish_reason"], registry=r)
         self.rejected = Counter("wanka_serve_rejected_requests", "requests rejected (queue full)", registry=r)
+        self.kv_usage = Gauge("wanka_serve_kv_cache_usage_ratio", "KV-cache blocks in use / all blocks", registry=r)
+        self.preemptions = Counter("wanka_serve_preemptions", "running requests preempted for KV blocks "
+                                   "(recomputed later)", registry=r)
         self._window_s = window_s
         self._recent: deque[tuple[float, int]] = deque()
 
-    def observe_step(self, batch_size: int, new_tokens: int, waiting: int, running: int) -> None:
+    def observe_step(self, batch_size: int, new_tokens: int, waiting: int, running: int,
+                     kv_usage: float = 0.0, preempted: int = 0) -> None:
         now = time.monotonic()
+        self.kv_usage.set(kv_usage)
+        self.preemptions.inc(preempted)
         self.batch_size.observe(batch_size)
         self.generated.inc(new_tokens)
         self.queue_depth.set(waiting)

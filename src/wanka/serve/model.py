@@ -2,8 +2,9 @@
 
 One forward call takes the new tokens of several sequences flattened into one [N] tensor (a
 prefill chunk of many tokens or one decode token each). Linear layers run on all N rows at once,
-which is where batching pays on CPU; attention reads each sequence's cache slot: all
-one-token (decode) sequences in one padded call, each prefill chunk in its own call.
+which is where batching pays on CPU; attention reads each sequence's blocks of the paged KV
+cache (kv_cache.py): all one-token (decode) sequences in one padded call, each prefill chunk in its
+own call.
 Math (CONTRACTS.md): pre-norm blocks, RMSNorm in fp32, rotate-half RoPE, causal attention with
 scale 1/sqrt(head_dim), GQA head h -> kv head h // (heads // kv_heads), SwiGLU or erf-GELU FFN,
 softmax-top_k-renormalised MoE router plus shared expert. Parameter names equal the tensor names,
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from wanka.serve.kv_cache import KVCachePool
+from wanka.serve.kv_cache import PagedKVCache
 from wanka.workload import ModelSpec
 
 
@@ -26,9 +27,9 @@ from wanka.workload import ModelSpec
 class BatchLayout:
     """Where each sequence's new tokens sit: rows [offset, offset+n) of the flat batch."""
 
-    slots: list[int]      # cache slot per sequence
-    starts: list[int]     # tokens already in the cache (= position of the first new token)
-    counts: list[int]     # new tokens per sequence
+    tables: list[list[int]]  # KV-cache block table per sequence (covers starts + counts positions)
+    starts: list[int]        # tokens already in the cache (= position of the first new token)
+    counts: list[int]        # new tokens per sequence
 
     @property
     def offsets(self) -> list[int]:
@@ -41,8 +42,8 @@ class BatchLayout:
     def positions(self) -> torch.Tensor:
         return torch.cat([torch.arange(s, s + n) for s, n in zip(self.starts, self.counts)])
 
-    def slot_per_row(self) -> torch.Tensor:
-        return torch.cat([torch.full((n,), slot) for slot, n in zip(self.slots, self.counts)])
+    def blocks_of(self, i: int, k_len: int, block_size: int) -> list[int]:
+        return self.tables[i][:-(-k_len // block_size)]
 
 
 class RMSNorm(nn.Module):
@@ -75,23 +76,27 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 class AttentionPlan:
     """Index tensors for one forward call, built once and shared by every layer."""
 
-    rows_slot: torch.Tensor                 # [N] cache slot of each new token
+    rows_block: torch.Tensor                # [N] cache block of each new token
+    rows_off: torch.Tensor                  # [N] its offset in the block
     rows_pos: torch.Tensor                  # [N] its position
     decode_rows: torch.Tensor | None        # [Bd] rows of sequences with exactly one new token
-    decode_slots: torch.Tensor | None       # [Bd]
+    decode_blocks: torch.Tensor | None      # [Bd, nb] their block tables (padded with block 0)
     decode_mask: torch.Tensor | None        # [Bd, 1, 1, k_len] key j visible iff j <= position
-    prefill: list[tuple[int, int, int, int, torch.Tensor]]  # (offset, count, slot, k_len, causal mask)
+    prefill: list[tuple[int, int, torch.Tensor, int, torch.Tensor]]  # (offset, count, blocks, k_len, causal mask)
 
     @classmethod
-    def build(cls, batch: BatchLayout) -> "AttentionPlan":
-        offsets = batch.offsets
+    def build(cls, batch: BatchLayout, block_size: int) -> "AttentionPlan":
+        offsets, pos = batch.offsets, batch.positions()
+        table_of_row = [t for t, n in zip(batch.tables, batch.counts) for _ in range(n)]
+        rows_block = torch.tensor([t[p // block_size] for t, p in zip(table_of_row, pos.tolist())], dtype=torch.long)
         dec = [i for i, c in enumerate(batch.counts) if c == 1]
-        d_rows = d_slots = d_mask = None
+        d_rows = d_blocks = d_mask = None
         if dec:
             d_rows = torch.tensor([offsets[i] for i in dec])
-            d_slots = torch.tensor([batch.slots[i] for i in dec])
             d_pos = torch.tensor([batch.starts[i] for i in dec])
             k_len = int(d_pos.max()) + 1
+            nb = -(-k_len // block_size)
+            d_blocks = torch.tensor([(batch.blocks_of(i, k_len, block_size) + [0] * nb)[:nb] for i in dec])
             d_mask = (torch.arange(k_len)[None, :] <= d_pos[:, None])[:, None, None, :]
         prefill = []
         for i, c in enumerate(batch.counts):
@@ -99,8 +104,8 @@ class AttentionPlan:
                 s = batch.starts[i]
                 # query t (position s+t) sees keys 0..s+t
                 mask = torch.arange(s + c)[None, :] <= (s + torch.arange(c))[:, None]
-                prefill.append((offsets[i], c, batch.slots[i], s + c, mask))
-        return cls(batch.slot_per_row(), batch.positions(), d_rows, d_slots, d_mask, prefill)
+                prefill.append((offsets[i], c, torch.tensor(batch.blocks_of(i, s + c, block_size)), s + c, mask))
+        return cls(rows_block, pos % block_size, pos, d_rows, d_blocks, d_mask, prefill)
 
 
 class Attention(nn.Module):
@@ -113,31 +118,39 @@ class Attention(nn.Module):
         self.wv = nn.Linear(spec.hidden, kv * hd, bias=False)
         self.wo = nn.Linear(h * hd, spec.hidden, bias=False)
 
-    def forward(self, x, layer: int, cache: KVCachePool, plan: AttentionPlan, cos, sin) -> torch.Tensor:
+    def forward(self, x, layer: int, cache: PagedKVCache, plan: AttentionPlan, cos, sin) -> torch.Tensor:
         n, hd, group = x.shape[0], self.head_dim, self.heads // self.kv_heads
         q = apply_rope(self.wq(x).view(n, self.heads, hd), cos, sin)
         k = apply_rope(self.wk(x).view(n, self.kv_heads, hd), cos, sin)
         v = self.wv(x).view(n, self.kv_heads, hd)
-        k_cache, v_cache = cache.k[layer], cache.v[layer]      # [slots, kv_heads, max_len, hd]
-        k_cache[plan.rows_slot, :, plan.rows_pos] = k
-        v_cache[plan.rows_slot, :, plan.rows_pos] = v
+        k_cache, v_cache = cache.k[layer], cache.v[layer]      # [blocks, block_size, kv_heads, hd]
+        k_cache[plan.rows_block, plan.rows_off] = k
+        v_cache[plan.rows_block, plan.rows_off] = v
         out = torch.empty_like(q)
         if plan.decode_rows is not None:
             # one query per sequence: view the heads of a GQA group as that kv head's queries
             # (query head h = kv * group + g reads kv head h // group), so keys are not repeated
             k_len = plan.decode_mask.shape[-1]
-            keys = k_cache[plan.decode_slots, :, :k_len]          # [Bd, kv_heads, k_len, hd]
-            values = v_cache[plan.decode_slots, :, :k_len]
+            keys = _gather(k_cache, plan.decode_blocks)[:, :, :k_len]   # [Bd, kv_heads, k_len, hd]
+            values = _gather(v_cache, plan.decode_blocks)[:, :, :k_len]
             qd = q[plan.decode_rows].view(-1, self.kv_heads, group, hd)
             att = F.scaled_dot_product_attention(qd, keys, values, attn_mask=plan.decode_mask)
             out[plan.decode_rows] = att.reshape(-1, self.heads, hd)
-        for offset, c, slot, k_len, mask in plan.prefill:
-            keys = k_cache[slot, :, :k_len].repeat_interleave(group, 0)      # [heads, k_len, hd]
-            values = v_cache[slot, :, :k_len].repeat_interleave(group, 0)
+        for offset, c, blocks, k_len, mask in plan.prefill:
+            keys = _gather(k_cache, blocks[None])[0, :, :k_len].repeat_interleave(group, 0)    # [heads, k_len, hd]
+            values = _gather(v_cache, blocks[None])[0, :, :k_len].repeat_interleave(group, 0)
             qp = q[offset:offset + c].transpose(0, 1)                        # [heads, c, hd]
             att = F.scaled_dot_product_attention(qp, keys, values, attn_mask=mask)
             out[offset:offset + c] = att.transpose(0, 1)
         return self.wo(out.reshape(n, self.heads * hd))
+
+
+def _gather(cache: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+    """[B, nb] block ids -> [B, kv_heads, nb * block_size, hd] (a view of one gathered copy): the
+    blocks laid end to end."""
+    g = cache[blocks]                                       # [B, nb, block_size, kv_heads, hd]
+    b, nb, bs, kv, hd = g.shape
+    return g.view(b, nb * bs, kv, hd).transpose(1, 2)
 
 
 class FeedForward(nn.Module):
@@ -210,15 +223,15 @@ class InferenceModel(nn.Module):
         model.load_state_dict(tensors, strict=True)
         return model.eval().requires_grad_(False)
 
-    def new_cache(self, slots: int) -> KVCachePool:
+    def new_cache(self, blocks: int, block_size: int = 16) -> PagedKVCache:
         s = self.spec
-        return KVCachePool(s.layers, slots, s.kv_heads_, self.max_len, s.head_dim_)
+        return PagedKVCache(s.layers, blocks, s.kv_heads_, block_size, s.head_dim_)
 
     @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor, batch: BatchLayout, cache: KVCachePool,
+    def forward(self, tokens: torch.Tensor, batch: BatchLayout, cache: PagedKVCache,
                 logit_rows: torch.Tensor | None = None) -> torch.Tensor:
         """tokens [N] (flat new tokens) -> logits [len(logit_rows), vocab] (all N rows when None)."""
-        plan = AttentionPlan.build(batch)
+        plan = AttentionPlan.build(batch, cache.block_size)
         cos, sin = self.rope_cos[plan.rows_pos], self.rope_sin[plan.rows_pos]
         x = self.tok_embeddings(tokens)
         for i, block in enumerate(self.layers):

@@ -18,8 +18,8 @@ from wanka.serve.model import BatchLayout, InferenceModel
 
 def window_logits(model: InferenceModel, ids: list[int]) -> torch.Tensor:
     """Logits for every position of `ids` (at most the model's context), no cache reuse."""
-    cache = model.new_cache(1)
-    return model(torch.tensor(ids), BatchLayout([0], [0], [len(ids)]), cache)
+    cache = model.new_cache(-(-len(ids) // 16), 16)
+    return model(torch.tensor(ids), BatchLayout([cache.table(len(ids))], [0], [len(ids)]), cache)
 
 
 def _windows(ids: list[int], size: int) -> list[list[int]]:

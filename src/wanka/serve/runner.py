@@ -26,6 +26,7 @@ class EngineRunner:
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="wanka-engine", daemon=True)
         self.error: BaseException | None = None
+        self._preempted = 0  # engine preemptions already counted in the metrics
 
     def start(self) -> None:
         self._thread.start()
@@ -88,7 +89,10 @@ class EngineRunner:
 
     def _dispatch(self, deltas: list[Delta]) -> None:
         e = self.engine
-        self.metrics.observe_step(e.last_batch_size, len(deltas), len(e.waiting), len(e.running))
+        c = e.cache
+        preempted, self._preempted = e.preemptions - self._preempted, e.preemptions
+        self.metrics.observe_step(e.last_batch_size, len(deltas), len(e.waiting), len(e.running),
+                                  1.0 - c.free_blocks / c.blocks, preempted)
         for d in deltas:
             sink = self._sinks.get(d.request.id)
             if d.finished:

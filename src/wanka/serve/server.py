@@ -29,22 +29,29 @@ GRACEFUL_SHUTDOWN_S = 30
 
 
 def build_state(export_dir, quantize: str | None = None, max_batch: int = 32, max_queue: int = 256,
-                max_batched_tokens: int = 512, api_key: str | None = None) -> ServeState:
+                max_batched_tokens: int = 512, api_key: str | None = None, block_size: int = 64,
+                kv_blocks: int | None = None) -> ServeState:
     if quantize not in (None, "none", "int8"):
         raise SpecError("--quantize", "int8 or none", quantize)
     for flag, value in (("--max-batch", max_batch), ("--max-queue", max_queue),
-                        ("--max-batched-tokens", max_batched_tokens)):
+                        ("--max-batched-tokens", max_batched_tokens), ("--block-size", block_size),
+                        ("--kv-blocks", 1 if kv_blocks is None else kv_blocks)):
         if value < 1:
             raise SpecError(flag, "a positive integer", value)
     export = load_export(export_dir)
     model = InferenceModel.from_tensors(export.spec, export.tensors)
     fp32_bytes = weight_bytes(model)
     backend = quantize_int8(model) if quantize == "int8" else None
-    engine = Engine(model, export.tokenizer, EngineConfig(max_batch, max_queue, max_batched_tokens))
+    if kv_blocks is not None and kv_blocks * block_size < model.max_len:
+        raise SpecError("--kv-blocks", f"at least {-(-model.max_len // block_size)} blocks of {block_size} "
+                        f"(one {model.max_len}-token context)", kv_blocks)
+    engine = Engine(model, export.tokenizer,
+                    EngineConfig(max_batch, max_queue, max_batched_tokens, block_size, kv_blocks))
     metrics = ServeMetrics()
     info = {"quantization": f"int8 ({backend})" if backend else "none", "weight_bytes": weight_bytes(model),
             "fp32_weight_bytes": fp32_bytes, "kv_cache_bytes": engine.cache.nbytes, "step": export.step,
-            "max_batch": max_batch, "max_queue": max_queue}
+            "max_batch": max_batch, "max_queue": max_queue, "kv_blocks": engine.cache.blocks,
+            "block_size": block_size}
     return ServeState(EngineRunner(engine, metrics), export.tokenizer, export.spec.name, model.max_len, metrics,
                       api_key, int(time.time()), info)
 
