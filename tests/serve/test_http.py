@@ -112,7 +112,7 @@ def test_metrics_exposes_serving_figures(server):
     for name in ("wanka_serve_time_to_first_token_seconds_count", "wanka_serve_time_per_output_token_seconds_count",
                  "wanka_serve_queue_depth", "wanka_serve_batch_size_bucket", "wanka_serve_generation_tokens_per_second",
                  "wanka_serve_generation_tokens_total", "wanka_serve_kv_cache_usage_ratio",
-                 "wanka_serve_preemptions_total"):
+                 "wanka_serve_preemptions_total", "wanka_serve_prefix_cache_hit_tokens_total"):
         assert name in text
     ttft = float(next(ln.split()[-1] for ln in text.splitlines()
                       if ln.startswith("wanka_serve_time_to_first_token_seconds_count")))

@@ -24,8 +24,8 @@ def _run(engine, export):
     while engine.has_work():
         engine.step()
         most = max(most, len(engine.running))
-        used = sum(len(r.blocks) for r in engine.running)
-        assert used + engine.cache.free_blocks == engine.cache.blocks  # no block lost or shared
+        held = {b for r in engine.running for b in r.blocks}
+        assert len(held) + engine.cache.free_blocks == engine.cache.blocks  # no block lost
     return reqs, most
 
 
@@ -68,3 +68,38 @@ def test_serve_rejects_too_few_kv_blocks(run_cli, tiny_dir):
     assert code == 2 and out == "" and "--kv-blocks" in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli("serve", "--model", str(tiny_dir), "--block-size", "0", "--port", "0")
     assert code == 2 and "--block-size" in err
+
+
+def _outputs(engine, export, prompts, n, one_by_one=False):
+    greedy = SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True)
+    if one_by_one:
+        return [engine.generate([export.tokenizer.encode(p, bos=True)], greedy)[0] for p in prompts]
+    return engine.generate([export.tokenizer.encode(p, bos=True) for p in prompts], greedy)
+
+
+@pytest.mark.parametrize("which", ["tiny_export", "moe_export"])
+def test_prefix_caching_reuses_a_shared_prefix_without_changing_outputs(which, request):
+    export = request.getfixturevalue(which)
+    system = "You are a helpful assistant for a cluster of ten thousand cards. "  # 66 chars + BOS
+    prompts = [system + q for q in ("Who are you?", "What is MFU?", "Say hi.")] + [system + "Who are you?"]
+    plain = _outputs(_engine(export, prefix_caching=False, block_size=16), export, prompts, 12, one_by_one=True)
+    engine = _engine(export, block_size=16)
+    cached = _outputs(engine, export, prompts, 12, one_by_one=True)
+    assert [r.output_ids for r in cached] == [r.output_ids for r in plain]
+    assert cached[0].cached_tokens == 0
+    assert all(r.cached_tokens == 64 for r in cached[1:3])  # the 4 full blocks of the shared prefix
+    # the repeated prompt finds its whole context cached but the last (partial) block: 64 + 16 = 80
+    assert cached[3].cached_tokens == 16 * ((len(export.tokenizer.encode(prompts[3], bos=True)) - 1) // 16)
+    assert engine.prefix_hit_tokens == sum(r.cached_tokens for r in cached)
+
+
+def test_evicted_blocks_are_never_reused_stale(tiny_export):
+    # a pool of two contexts: later prompts evict the cached blocks of earlier ones; every output
+    # must still equal the no-cache output (a stale block would change it)
+    prompts = [f"{i} " * 30 for i in range(6)] + ["0 " * 30, "5 " * 30]
+    plain = _outputs(_engine(tiny_export, prefix_caching=False, block_size=16), tiny_export, prompts, 8, True)
+    engine = _engine(tiny_export, block_size=16, kv_blocks=16)
+    cached = _outputs(engine, tiny_export, prompts, 8, one_by_one=True)
+    assert [r.output_ids for r in cached] == [r.output_ids for r in plain]
+    assert cached[-1].cached_tokens > 0  # the most recent prefix was still cached
+    assert cached[-2].cached_tokens == 0  # "0 ..." was evicted long ago

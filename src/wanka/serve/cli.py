@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--kv-blocks", type=int, default=None,
                    help="KV-cache blocks (default: max-batch full-length contexts); fewer blocks than "
                         "running requests need preempts the newest, which recomputes later")
+    s.add_argument("--no-prefix-caching", action="store_true",
+                   help="do not reuse the KV blocks of a prefix another request already computed")
     json_flag(s)
     s.set_defaults(func=cmd_serve)
 
@@ -49,7 +51,7 @@ def cmd_serve(args):
     from wanka.serve.server import build_state, make_server
 
     state = build_state(args.model, args.quantize, args.max_batch, args.max_queue, args.max_batched_tokens,
-                        args.api_key, args.block_size, args.kv_blocks)
+                        args.api_key, args.block_size, args.kv_blocks, not args.no_prefix_caching)
     server, sock = make_server(state, args.host, args.port)
     url = f"http://{args.host}:{sock.getsockname()[1]}"
     info = {"url": url, "model": state.model_id, **(state.info or {})}

@@ -9,7 +9,9 @@ takes KV-cache blocks as its context grows (kv_cache.py) and gives them back the
 none is free, the most recently admitted running request is preempted: its blocks are freed and it
 goes back to the front of the queue, to recompute its prompt and the tokens it has generated when
 re-admitted (vLLM's recompute preemption); its output so far is kept, so greedy outputs do not
-change. There is no separate prefill phase: prompt chunks and decode tokens share one forward call.
+change. With prefix caching (on by default, as in vLLM v1), an admitted request first takes the
+cached blocks that already hold a prefix of its context (kv_cache.py) and computes only the rest.
+There is no separate prefill phase: prompt chunks and decode tokens share one forward call.
 
 The engine is single-threaded; `runner.EngineRunner` drives it from a thread for the HTTP server.
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from wanka.serve.kv_cache import chain_hash
 from wanka.serve.model import BatchLayout, InferenceModel
 from wanka.serve.sampling import SamplingParams, new_generator, sample_token
 
@@ -42,6 +45,8 @@ class Request:
     emitted_chars: int = 0          # how much of `text` has been handed out as deltas
     num_computed: int = 0           # tokens already in the KV cache
     blocks: list[int] = field(default_factory=list)   # KV-cache block table
+    block_names: list[bytes] = field(default_factory=list)  # prefix-cache names of its full blocks
+    cached_tokens: int = 0          # prompt positions taken from the prefix cache
     preemptions: int = 0
     finish_reason: str | None = None
     arrival_s: float = 0.0
@@ -72,6 +77,7 @@ class EngineConfig:
     max_batched_tokens: int = 512    # tokens per forward call (vLLM's max_num_batched_tokens)
     block_size: int = 64             # token positions per KV-cache block (benchmarks/serve_throughput.py)
     kv_blocks: int | None = None     # KV-cache blocks; None: max_batch full-length contexts
+    prefix_caching: bool = True      # reuse cached blocks of a shared prefix (vLLM v1's default)
 
 
 class Engine:
@@ -86,6 +92,7 @@ class Engine:
         self.cache = model.new_cache(blocks, c.block_size)
         self.context_len = model.max_len
         self.preemptions = 0
+        self.prefix_hit_tokens = 0
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self._ids = itertools.count()
@@ -143,23 +150,40 @@ class Engine:
             i += 1
         while self.waiting and budget > 0 and len(self.running) < self.config.max_batch:
             req = self.waiting[0]
+            if self.config.prefix_caching and not req.blocks:
+                req.blocks, req.block_names = self.cache.match(req.all_ids)
+                req.num_computed = req.cached_tokens = len(req.blocks) * self.cache.block_size
             n = min(len(req.all_ids) - req.num_computed, budget)   # a long prompt is chunked over steps
-            if not self.cache.grow(req.blocks, n):
+            if not self.cache.grow(req.blocks, req.num_computed + n):
+                self._unadmit(req)
                 break                                 # wait for blocks to come back
+            self.prefix_hit_tokens += req.cached_tokens
             self.waiting.popleft()
             self.running.append(req)
             plan.append((req, n))
             budget -= n
         return plan
 
+    def _unadmit(self, req: Request) -> None:
+        self.cache.release(req.blocks)
+        req.block_names, req.num_computed, req.cached_tokens = [], 0, 0
+
     def _preempt(self, req: Request) -> None:
         """Free `req`'s blocks and queue it first, to recompute its context when re-admitted."""
         self.running.remove(req)
-        self.cache.release(req.blocks)
-        req.num_computed = 0
+        self._unadmit(req)
         req.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(req)
+
+    def _name_full_blocks(self, req: Request) -> None:
+        """Give the prefix cache the blocks `req` has just filled."""
+        bs, ids = self.cache.block_size, req.all_ids
+        while (len(req.block_names) + 1) * bs <= req.num_computed:
+            i = len(req.block_names)
+            h = chain_hash(req.block_names[-1] if req.block_names else b"", ids[i * bs:(i + 1) * bs])
+            self.cache.name(req.blocks[i], h)
+            req.block_names.append(h)
 
     def step(self) -> list[Delta]:
         plan = self._schedule()
@@ -179,6 +203,8 @@ class Engine:
         now = time.perf_counter()
         for (req, n), s in zip(plan, sampling):
             req.num_computed += n
+            if self.config.prefix_caching:
+                self._name_full_blocks(req)
             if not s:
                 continue
             token = sample_token(logits[k], req.params, req.generator)

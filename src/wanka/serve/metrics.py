@@ -37,14 +37,17 @@ class ServeMetrics:
         self.kv_usage = Gauge("wanka_serve_kv_cache_usage_ratio", "KV-cache blocks in use / all blocks", registry=r)
         self.preemptions = Counter("wanka_serve_preemptions", "running requests preempted for KV blocks "
                                    "(recomputed later)", registry=r)
+        self.prefix_hits = Counter("wanka_serve_prefix_cache_hit_tokens", "prompt positions taken from the "
+                                   "prefix cache instead of computed", registry=r)
         self._window_s = window_s
         self._recent: deque[tuple[float, int]] = deque()
 
     def observe_step(self, batch_size: int, new_tokens: int, waiting: int, running: int,
-                     kv_usage: float = 0.0, preempted: int = 0) -> None:
+                     kv_usage: float = 0.0, preempted: int = 0, prefix_hits: int = 0) -> None:
         now = time.monotonic()
         self.kv_usage.set(kv_usage)
         self.preemptions.inc(preempted)
+        self.prefix_hits.inc(prefix_hits)
         self.batch_size.observe(batch_size)
         self.generated.inc(new_tokens)
         self.queue_depth.set(waiting)

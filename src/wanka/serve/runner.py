@@ -26,7 +26,7 @@ class EngineRunner:
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="wanka-engine", daemon=True)
         self.error: BaseException | None = None
-        self._preempted = 0  # engine preemptions already counted in the metrics
+        self._preempted = self._prefix_hits = 0  # engine counts already in the metrics
 
     def start(self) -> None:
         self._thread.start()
@@ -91,8 +91,9 @@ class EngineRunner:
         e = self.engine
         c = e.cache
         preempted, self._preempted = e.preemptions - self._preempted, e.preemptions
+        hits, self._prefix_hits = e.prefix_hit_tokens - self._prefix_hits, e.prefix_hit_tokens
         self.metrics.observe_step(e.last_batch_size, len(deltas), len(e.waiting), len(e.running),
-                                  1.0 - c.free_blocks / c.blocks, preempted)
+                                  c.used_blocks / c.blocks, preempted, hits)
         for d in deltas:
             sink = self._sinks.get(d.request.id)
             if d.finished:

@@ -30,7 +30,7 @@ GRACEFUL_SHUTDOWN_S = 30
 
 def build_state(export_dir, quantize: str | None = None, max_batch: int = 32, max_queue: int = 256,
                 max_batched_tokens: int = 512, api_key: str | None = None, block_size: int = 64,
-                kv_blocks: int | None = None) -> ServeState:
+                kv_blocks: int | None = None, prefix_caching: bool = True) -> ServeState:
     if quantize not in (None, "none", "int8"):
         raise SpecError("--quantize", "int8 or none", quantize)
     for flag, value in (("--max-batch", max_batch), ("--max-queue", max_queue),
@@ -46,12 +46,12 @@ def build_state(export_dir, quantize: str | None = None, max_batch: int = 32, ma
         raise SpecError("--kv-blocks", f"at least {-(-model.max_len // block_size)} blocks of {block_size} "
                         f"(one {model.max_len}-token context)", kv_blocks)
     engine = Engine(model, export.tokenizer,
-                    EngineConfig(max_batch, max_queue, max_batched_tokens, block_size, kv_blocks))
+                    EngineConfig(max_batch, max_queue, max_batched_tokens, block_size, kv_blocks, prefix_caching))
     metrics = ServeMetrics()
     info = {"quantization": f"int8 ({backend})" if backend else "none", "weight_bytes": weight_bytes(model),
             "fp32_weight_bytes": fp32_bytes, "kv_cache_bytes": engine.cache.nbytes, "step": export.step,
             "max_batch": max_batch, "max_queue": max_queue, "kv_blocks": engine.cache.blocks,
-            "block_size": block_size}
+            "block_size": block_size, "prefix_caching": prefix_caching}
     return ServeState(EngineRunner(engine, metrics), export.tokenizer, export.spec.name, model.max_len, metrics,
                       api_key, int(time.time()), info)
 
