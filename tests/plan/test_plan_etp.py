@@ -50,3 +50,16 @@ def test_an_ep_group_across_tp_ranks_is_a_valid_layout_with_etp_1(case):
     m, c = case
     e = estimate(m, c, Layout.parse("tp=4,ep=8,etp=1,dp=4,pp=4,gbs=64"))  # ep 8 > dp*cp 4
     assert e.layout.expert_dp == 2 and e.step_time_s > 0 and e.breakdown["ep_comm"] > 0
+
+
+def test_without_zero_the_expert_optimizer_step_is_not_sharded(case):
+    # zero=0: every GPU updates all the experts it holds; etp=1 holds tp=4x the expert weights
+    m, c = case
+    full = estimate(m, c, Layout.parse("tp=4,ep=2,gbs=64,zero=0"))
+    whole = estimate(m, c, Layout.parse("tp=4,ep=2,etp=1,gbs=64,zero=0"))
+    e_full = _stage_params(m, full.layout, 0)[1]
+    e_whole = _stage_params(m, whole.layout, 0)[1]
+    assert e_whole == pytest.approx(4 * e_full)
+    extra = whole.breakdown["optimizer"] - full.breakdown["optimizer"]
+    per_param = full.breakdown["optimizer"] / sum(_stage_params(m, full.layout, 0))
+    assert extra == pytest.approx(per_param * (e_whole - e_full), rel=1e-9)

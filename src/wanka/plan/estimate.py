@@ -151,7 +151,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     if lay.zero == 3:  # gathers and reduce-scatters of every micro-batch, unit by unit
         z3 = lay.microbatches * zero3_microbatch_s(cluster, model, lay, runs, dense_p, expert_p, opts)[0]
     shard = lay.dp * lay.cp if lay.zero >= 1 else 1
-    expert_shard = max(1, shard * lay.tp // (lay.ep * lay.expert_tp))
+    expert_shard = lay.expert_dp if lay.zero >= 1 else 1  # experts' optimizer states: expert data parallel
     optimizer_s = ADAM_BYTES_PER_PARAM * (dense_p / shard + expert_p / expert_shard) / E.hbm_Bps(gpu)
     step = pipeline_s + dp_exposed + z3 + optimizer_s
 
