@@ -1,18 +1,13 @@
-"""The rows of shared/reference/calibration_runs.json, turned into what the planner prices by
-wanka.plan.published (the same mapping `wanka plan validate` uses)."""
+"""The rows of the built-in calibration set (src/wanka/plan/published_runs/calibration.json), turned
+into what the planner prices by wanka.plan.published (the same mapping `wanka plan validate` uses)."""
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 from wanka.plan import Options
 from wanka.plan import published
 from wanka.plan.published import row_cluster, row_model  # noqa: F401  (re-exported for the tests)
 
-# ../shared sits beside the repository (CI clones it with a copy of shared/ next to it).
-_SHARED = Path(os.environ.get("WANKA_SHARED", Path(__file__).resolve().parents[3] / "shared"))
-ROWS_PATH = _SHARED / "reference" / "calibration_runs.json"
+ROWS_PATH = published.BUILT_IN / "calibration.json"
 
 
 def load_rows() -> list[dict]:

@@ -1,4 +1,4 @@
-"""Every row of shared/reference/calibration_runs.json through the estimator (docs/plan.md).
+"""Every row of the built-in calibration set (plan/published_runs/calibration.json) through the estimator (docs/plan.md).
 
 Rows without a tokens/s figure or without a full layout are skipped, counted and printed.
 ZeRO-3 rows (SC'21 Table 2, DeepSpeed 2021) run with DeepSpeed's 2021 mechanisms and one stated

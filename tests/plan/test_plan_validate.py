@@ -8,7 +8,6 @@ import pytest
 from plan_calibration_rows import ROWS_PATH, load_rows
 from wanka.plan.published import check_row, framework_options, row_cluster, row_layout, row_model
 
-pytestmark = pytest.mark.skipif(not ROWS_PATH.exists(), reason="shared/reference not beside the repository")
 
 
 def test_validate_reports_every_row_of_the_calibration_file(run_cli):

@@ -84,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     psub = p.add_subparsers(dest="plan_command", metavar="{scale,validate}")
     v = psub.add_parser("validate", help="price published runs (a JSON file of rows) and report the error")
     v.add_argument("--runs", required=True, help="JSON list of runs with architecture/hardware/parallelism/result "
-                   "(the schema of shared/reference/calibration_runs.json), or a built-in set: dgxc")
+                   "(the schema of the built-in `calibration` set), or a built-in set: calibration, dgxc")
     v.add_argument("--fail-above", type=float, metavar="F",
                    help="exit 1 when a compared row's |error| exceeds F (e.g. 0.3)")
     json_flag(v)

@@ -13,6 +13,8 @@ an error, or skipped with reason "larger than the cluster" when skipping is aske
 from __future__ import annotations
 
 import csv
+import gzip
+import zlib
 import math
 import os
 from collections import Counter
@@ -23,9 +25,8 @@ from pathlib import Path
 from wanka.errors import SpecError
 from wanka.sched.job import Job
 
-# the shared traces folder next to the repository (../shared/traces), or WANKA_PHILLY_CSV
-PHILLY = Path(os.environ.get("WANKA_PHILLY_CSV") or
-              Path(__file__).resolve().parents[3].parent / "shared/traces/philly_jobs_via_pollux/philly.csv")
+# the Philly trace shipped in the package (traces/README.md has its source and licence), or WANKA_PHILLY_CSV
+PHILLY = Path(os.environ.get("WANKA_PHILLY_CSV") or Path(__file__).parent / "traces" / "philly.csv.gz")
 ALIASES = {"submit": ("submit_s", "timestamp"), "duration": ("duration_s", "duration"),
            "gpus": ("gpus", "num_gpus"), "tenant": ("tenant", "cluster")}
 
@@ -60,7 +61,7 @@ def load_trace(name: str, *, cluster_gpus: int | None = None, skip_bad_rows: boo
     path = trace_path(name)
     jobs, skipped = [], Counter()
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
+        with _open_text(path) as fh:
             reader = csv.DictReader(fh)
             cols = _columns(reader.fieldnames or [], path)
             for line, row in enumerate(reader, start=2):
@@ -71,6 +72,8 @@ def load_trace(name: str, *, cluster_gpus: int | None = None, skip_bad_rows: boo
         raise SpecError(path.name, "a UTF-8 CSV text file", f"an undecodable byte at offset {exc.start}") from None
     except csv.Error as exc:
         raise SpecError(path.name, "a well-formed CSV file", str(exc)) from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise SpecError(path.name, "a whole gzip-compressed CSV file", f"a damaged gzip stream ({exc})") from None
     if not jobs:  # an empty trace would "replay" to a table of nulls with exit 0
         why = f"every one of its {sum(skipped.values())} rows was skipped" if skipped else "no job rows"
         raise SpecError(path.name, "at least one job row after the header", why)
@@ -80,6 +83,15 @@ def load_trace(name: str, *, cluster_gpus: int | None = None, skip_bad_rows: boo
     t0 = jobs[0].submit_s if jobs else 0.0
     jobs = [_shift(j, t0, scale) for j in jobs]
     return Trace(path.stem if name != "philly" else "philly", jobs, skipped)
+
+
+def _open_text(path: Path):
+    """A CSV file, plain or gzip-compressed (by its first two bytes, not its name)."""
+    with path.open("rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    if gz:
+        return gzip.open(path, "rt", newline="", encoding="utf-8")
+    return path.open(newline="", encoding="utf-8")
 
 
 def _row_job(row, cols, line, fname, cluster_gpus, skip_bad_rows, skipped) -> Job | None:
