@@ -11,23 +11,12 @@ code 2 and one line on stderr naming what to fix.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from typing import Any, Sequence
 
 from wanka import __version__
 from wanka.errors import SpecError
 from wanka.output import emit
-
-# Layers register their subcommands here; a layer not present yet is skipped.
-LAYER_CLIS = [
-    "wanka.cluster.cli",
-    "wanka.plan.cli",
-    "wanka.sched.cli",
-    "wanka.sim.cli",
-    "wanka.train.cli",
-    "wanka.serve.cli",
-]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -66,14 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="wanka", description="software stack of a 10,000-GPU AI cluster")
     parser.add_argument("--version", action="version", version=f"wanka {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
-    for name in LAYER_CLIS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # a layer that is not built yet; other import errors are bugs
-            if exc.name not in (name, name.rsplit(".", 1)[0]):
-                raise
-            continue
-        module.register(sub)
+    # Each layer adds its subcommands; the layer modules import this one, hence the late import.
+    from wanka.cluster import cli as cluster_cli  # noqa: PLC0415
+    from wanka.plan import cli as plan_cli  # noqa: PLC0415
+    from wanka.sched import cli as sched_cli  # noqa: PLC0415
+    from wanka.serve import cli as serve_cli  # noqa: PLC0415
+    from wanka.sim import cli as sim_cli  # noqa: PLC0415
+    from wanka.train import cli as train_cli  # noqa: PLC0415
+
+    for layer in (cluster_cli, plan_cli, sched_cli, sim_cli, train_cli, serve_cli):
+        layer.register(sub)
     return parser
 
 

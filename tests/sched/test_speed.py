@@ -2,6 +2,7 @@
 
 import pytest
 
+from wanka import comm
 from wanka.sched import Job, Scheduler
 from wanka.sched.speed import SpeedModel
 
@@ -15,8 +16,15 @@ def fragment(s: Scheduler) -> None:
         s.free.take(n, 4, slot=20_000 + i)
 
 
-def test_speed_model_is_wired_to_comm(tiny4):
-    assert SpeedModel(tiny4).wired
+def test_step_is_compute_plus_the_all_reduce_that_wanka_comm_prices(tiny4):
+    model = SpeedModel(tiny4)
+    ids = list(range(0, 64, 8))  # one GPU on every other node: crosses leaves
+    params = model.params_per_gpu * len(ids)
+    compute = 6 * params * model.tokens_per_gpu_step / (tiny4.gpu.peak("bf16") * 1e12 * model.mfu)
+    all_reduce = comm.collective_time(tiny4, "all_reduce", params * model.bytes_per_param,
+                                      comm.group_of_gpus(tiny4, ids))
+    assert all_reduce > 0
+    assert model.step_s(len(ids), ids) == pytest.approx(compute + all_reduce)
 
 
 def test_spread_gang_is_slower_and_ends_later(tiny4):

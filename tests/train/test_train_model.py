@@ -1,5 +1,5 @@
 """The model matches the export contract: names, shapes, and math from an independent reference
-(serve's plain full-sequence forward, wanka.serve.reference, written from CONTRACTS.md alone)."""
+(serve's plain full-sequence forward, wanka.serve.reference, written from docs/serve.md "Model math" alone)."""
 
 import torch
 

@@ -131,6 +131,4 @@ def _header(console: Console, row: dict) -> None:
     console.print(f"[bold]{row['trace']}[/bold]: {row['jobs']:,} jobs on {row['cluster']} "
                   f"({row['cluster_gpus']:,} GPUs), offered load {fmt(row['offered_load'])}, "
                   f"skipped rows {row['skipped_rows']} {row['skipped'] or ''}")
-    if not row["speed_model_wired"]:
-        console.print("placement speed model NOT wired (wanka.comm missing): every speed factor is 1.0")
 

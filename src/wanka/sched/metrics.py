@@ -51,7 +51,6 @@ def summarize(r: ReplayResult) -> dict:
         "resizes": s.stats["resizes"],
         "backfilled": s.stats["backfilled"],
         "offered_load": sum((j.duration_s or 0) * j.gpus for j in r.jobs) / (gpus * span),
-        "speed_model_wired": s.speed_model.wired,
         "events": r.events,
         "replay_wall_s": r.wall_s,
         "replay_cpu_s": r.cpu_s,

@@ -54,8 +54,7 @@ def write_report(rows: list[dict], path: str) -> None:
     first = rows[0] if rows else {}
     title = (f"wanka sched compare: {first.get('trace', '')} on {first.get('cluster', '')} "
              f"({first.get('cluster_gpus', '')} GPUs)")
-    note = (f"skipped rows: {first.get('skipped_rows', 0)} {html.escape(str(first.get('skipped', {})))}; "
-            f"placement speed model wired to wanka.comm: {first.get('speed_model_wired')}")
+    note = f"skipped rows: {first.get('skipped_rows', 0)} {html.escape(str(first.get('skipped', {})))}"
     doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:right}"
            "td:first-child{text-align:left}img{margin:4px}</style></head><body>"

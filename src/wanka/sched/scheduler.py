@@ -291,7 +291,7 @@ class Scheduler(NodeHealth, RoomMaker):
         out.append(Start(js.job.id, js.gpu_ids, speed))
 
     def _speed(self, ids, nodes: dict[int, int]) -> float:
-        if len(ids) <= 1 or not self.speed_model.wired:
+        if len(ids) <= 1:
             return 1.0
         return self.speed_model.factor(ids, self.best_ids(len(ids)), shape(self.free, nodes))
 

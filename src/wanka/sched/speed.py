@@ -17,12 +17,13 @@ placement (Llama 3 reports 38-43 % BF16 MFU on 16k H100, Dubey et al. 2024, Tabl
 
 Because both compute and gradient bytes grow with `params`, the ratio of the two terms (hence the
 speed factor) depends on bandwidth per GPU, peak FLOP/s and tokens per step, not on the model size.
-When `wanka.comm` is not importable every speed factor is 1.0 and `wired` is False.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from wanka import comm
 
 
 @dataclass
@@ -32,25 +33,11 @@ class SpeedModel:
     bytes_per_param: float = 2.0
     tokens_per_gpu_step: float = 8192.0
     mfu: float = 0.40
-    _comm: object = field(default=None, init=False, repr=False)
     _cache: dict = field(default_factory=dict, init=False, repr=False)
     _best: dict = field(default_factory=dict, init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        try:
-            import wanka.comm as comm  # the planner's communication model
-        except ImportError:
-            comm = None
-        needed = ("group_of_gpus", "collective_time")
-        self._comm = comm if comm is not None and all(hasattr(comm, n) for n in needed) else None
-
-    @property
-    def wired(self) -> bool:
-        return self._comm is not None
-
     def step_s(self, gpus: int, gpu_ids, shape=None) -> float:
         """Seconds per step at this placement; `shape` (placement.shape) caches equal placements."""
-        comm = self._comm
         key = (gpus, shape) if shape is not None else None
         if key is None or key not in self._cache:
             group = comm.group_of_gpus(self.cluster, list(gpu_ids))
@@ -66,7 +53,7 @@ class SpeedModel:
     def factor(self, gpu_ids, best_ids, shape=None) -> float:
         """Speed at `gpu_ids` relative to `best_ids` (the same GPU count at minimal spread)."""
         n = len(gpu_ids)
-        if self._comm is None or n <= 1:
+        if n <= 1:
             return 1.0
         if n not in self._best:
             self._best[n] = self.step_s(n, best_ids)

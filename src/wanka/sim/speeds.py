@@ -1,10 +1,10 @@
-"""Job speeds for the twin, from the planner (`wanka.plan.estimate`) when it is available.
+"""Job speeds for the twin, from the planner (`wanka.plan.estimate`).
 
 The twin needs: the job's step time and tokens/s (for goodput in tokens), its data-parallel degree
 and replica size (what one node failure takes out), and its relative speed with k < dp replicas for
 elastic shrink. With a planner, the speed with k replicas is tokens_per_s(k replicas) /
-tokens_per_s(dp replicas) at the same global batch; without one (or with an explicit step_time_s
-only) it is taken as k/dp, which the output says.
+tokens_per_s(dp replicas) at the same global batch; a job with an explicit step_time_s, or without
+a model and layout, runs at k/dp, which the output says.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from wanka.cluster import Cluster, load_cluster
 from wanka.errors import SpecError
 from wanka.layout import Layout
+from wanka.plan import estimate
 
 
 @dataclass(frozen=True)
@@ -24,14 +25,6 @@ class JobSpeed:
     replica_gpus: int
     speed_of_dp: tuple[float, ...]
     source: str  # planner | explicit | linear
-
-
-def _planner():
-    try:
-        from wanka.plan import estimate  # noqa: PLC0415 (the planner is an optional layer)
-    except ImportError:
-        return None
-    return estimate
 
 
 def _linear(dp: int) -> tuple[float, ...]:
@@ -60,8 +53,7 @@ def job_speed(job, cluster: Cluster, gpus: int, cluster_ref: str, field: str = "
     gbs = (layout.gbs or dp * layout.mbs) if layout is not None else None
     if model is not None and gbs is not None:
         tokens_per_step = gbs * model.seq_len
-    estimate = _planner()
-    if job.step_time_s is not None or estimate is None or model is None or layout is None:
+    if job.step_time_s is not None or model is None or layout is None:
         step = job.step_time_s
         tps = tokens_per_step / step if (tokens_per_step and step) else None
         return JobSpeed(step, tps, dp, replica, _linear(dp), "explicit" if step else "linear")
@@ -72,16 +64,13 @@ def job_speed(job, cluster: Cluster, gpus: int, cluster_ref: str, field: str = "
     ks = sorted({max(1, dp - j * max(1, dp // 8)) for j in range(shrink_points)} | {dp})
     priced = {}
     for k in ks:
-        try:
-            sub = load_sized_cluster(cluster_ref, max(cluster.gpus_per_node, k * replica)) if k < dp else own
-            # the same global batch where dp*mbs divides it, else the nearest batch that k replicas can split
-            per = k * layout.mbs
-            gbs_k = max(per, round(gbs / per) * per) if layout.gbs else per
-            est = full if k == dp else estimate(model, sub, replace(layout, dp=k, gbs=gbs_k))
-            if getattr(est, "fits", True):
-                priced[k] = est.tokens_per_s / full.tokens_per_s
-        except (SpecError, ValueError, ZeroDivisionError):
-            continue
+        sub = load_sized_cluster(cluster_ref, max(cluster.gpus_per_node, k * replica)) if k < dp else own
+        # the same global batch where dp*mbs divides it, else the nearest batch that k replicas can split
+        per = k * layout.mbs
+        gbs_k = max(per, round(gbs / per) * per) if layout.gbs else per
+        est = full if k == dp else estimate(model, sub, replace(layout, dp=k, gbs=gbs_k))
+        if est.fits:  # a shrunk size that runs out of memory is not a speed the job can have
+            priced[k] = est.tokens_per_s / full.tokens_per_s
     if len(priced) >= 2:
         xs = sorted(priced)
         for k in range(1, dp + 1):

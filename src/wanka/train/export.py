@@ -1,5 +1,5 @@
 """`wanka export --ckpt DIR --out DIR`: a committed checkpoint -> the serving contract
-(CONTRACTS.md "export directory"): config.json, model.safetensors (fp32), tokenizer.json.
+(docs/serve.md "Export directory"; `wanka.serve.export` is its reader): config.json, model.safetensors (fp32), tokenizer.json.
 
 Runs in one process without torch.distributed: DCP reads the checkpoint's global tensors into a
 plain model's state dict, whatever layout or world size saved it.

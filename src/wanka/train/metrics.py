@@ -1,8 +1,7 @@
 """Per-step metrics: JSONL (always), TensorBoard and Prometheus (optional), MFU.
 
 MFU (PaLM, arXiv:2204.02311 appendix B) = model FLOPs per token x tokens/s / (ranks x peak).
-Model FLOPs per token come from the planner (`wanka.plan.flops.model_flops_per_token`) when it
-is installed; otherwise `fallback_flops_per_token` below (6 N_active + 12 L d T, PaLM appendix B).
+Model FLOPs per token are the planner's (`wanka.workload.flops.model_flops_per_token`).
 """
 
 from __future__ import annotations
@@ -13,37 +12,13 @@ from pathlib import Path
 
 import torch
 
+from wanka.workload.flops import model_flops_per_token
 from wanka.workload.spec import ModelSpec
 
 
-def active_params(spec: ModelSpec) -> int:
-    """Parameters touched per token, without embeddings (the input lookup does no matmul)."""
-    hd, h = spec.head_dim_, spec.hidden
-    attn = h * hd * (2 * spec.heads + 2 * spec.kv_heads_)
-    mats = 3 if spec.activation == "swiglu" else 2
-    dense_ffn = mats * h * spec.ffn_hidden
-    total = 0
-    for i in range(spec.layers):
-        if spec.moe is not None and i >= spec.moe.dense_layers:
-            m = spec.moe
-            ffn = mats * h * m.ffn_hidden * (m.top_k + m.shared_experts) + h * m.experts
-        else:
-            ffn = dense_ffn
-        total += attn + ffn
-    return total + spec.vocab * h  # output projection
-
-
-def fallback_flops_per_token(spec: ModelSpec, seq_len: int) -> float:
-    """6 N_active + 12 L d T (d = heads*head_dim): fwd+bwd matmuls plus attention scores/values."""
-    return 6.0 * active_params(spec) + 12.0 * spec.layers * spec.heads * spec.head_dim_ * seq_len
-
-
-def flops_per_token(spec: ModelSpec, seq_len: int) -> tuple[float, str]:
-    try:
-        from wanka.plan.flops import model_flops_per_token
-    except ImportError:
-        return fallback_flops_per_token(spec, seq_len), "wanka.train.metrics.fallback_flops_per_token"
-    return float(model_flops_per_token(spec, seq_len)), "wanka.plan.flops.model_flops_per_token"
+def flops_per_token(spec: ModelSpec, seq_len: int) -> float:
+    """Model FLOPs per token, the planner's formula (docs/plan.md), so that train and plan report one MFU."""
+    return float(model_flops_per_token(spec, seq_len))
 
 
 def measure_peak_tflops(seconds: float = 0.2) -> float:

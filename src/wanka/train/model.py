@@ -1,6 +1,6 @@
 """A Llama-style decoder built from a `ModelSpec`, with the export contract's parameter names.
 
-Math (CONTRACTS.md "export directory"): pre-norm blocks `h = x + attn(attention_norm(x))`,
+Math (docs/serve.md "Model math", the export contract): pre-norm blocks `h = x + attn(attention_norm(x))`,
 `out = h + ffn(ffn_norm(h))`; RMSNorm in fp32 (Zhang & Sennrich 2019, arXiv:1910.07467);
 rotate-half RoPE (Su et al. 2021, arXiv:2104.09864, eq. 34) with freq_j = theta^(-2j/head_dim);
 GQA (Ainslie et al. 2023, arXiv:2305.13245): query head h reads kv head h // (heads/kv_heads);

@@ -57,7 +57,7 @@ class Trainer:
         self.spikes = SpikeDetector(cfg.spike_factor)
         self.lr_scale, self.spike_count, self.step = 1.0, 0, 0
         self.restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-        self.flops_per_token, self.flops_source = flops_per_token(self.spec, self.spec.seq_len)
+        self.flops_per_token = flops_per_token(self.spec, self.spec.seq_len)
         self.peak_tflops = cfg.peak_tflops or measure_peak_tflops()
         self.losses: list[float] = []
         self.last_loss: float | None = None  # the loss of the restored checkpoint's last step
@@ -274,7 +274,7 @@ class Trainer:
         resumed = self.restore()
         if not resumed:
             self.log.event({"event": "start", "layout": str(self.layout), "world_size": self.world,
-                            "flops_source": self.flops_source, "peak_tflops": self.peak_tflops})
+                            "flops_per_token": self.flops_per_token, "peak_tflops": self.peak_tflops})
         while self.step < self.cfg.steps:
             rec = self.train_step()
             if rec is None:

@@ -1,6 +1,7 @@
 """Parameter counts of a decoder-only transformer (dense, MoE, GQA, MLA).
 
-Counts follow the tensors of CONTRACTS.md (Llama-style, no biases) plus biases and LayerNorm
+Counts follow the tensors of the export format (Llama-style, no biases; the shapes are
+`wanka.serve.export.expected_shapes`, described in docs/serve.md "Export directory") plus biases and LayerNorm
 shifts for GPT-style models (norm: layernorm), as in Megatron GPT (Narayanan et al. SC'21,
 section 5.1: P = 12 l h^2 (1 + 13/12h + (V+s)/12lh), learned position embeddings excluded here).
 MLA shapes: DeepSeek-V3 technical report (arXiv:2412.19437) section 2.1.1.
