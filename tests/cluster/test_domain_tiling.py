@@ -1,4 +1,4 @@
-"""Scale-up domains tile the cluster (acceptance review, Dec 2026)."""
+"""Scale-up domains tile the cluster: every layer sees whole domains, or the spec is refused."""
 
 import pytest
 
@@ -13,8 +13,8 @@ def _spec(tmp_path, gpus: int, domain: int):
 
 
 def test_domain_that_does_not_divide_the_gpus_is_rejected(tmp_path):
-    # before: accepted by `cluster show` and `plan` (a partial last domain), then refused by the
-    # scheduler with "cluster topology: expected scale-up groups nested inside leaf groups"
+    # a partial last domain would pass `cluster show` and `plan` but not the scheduler's nesting of
+    # scale-up groups inside leaves, so the cluster loader refuses it for every layer at once
     with pytest.raises(SpecError) as exc:
         load_cluster(_spec(tmp_path, 1024, 24))
     assert exc.value.field == "scale_up.domain"
@@ -29,7 +29,7 @@ def test_domains_that_tile_or_cover_the_cluster_load(tmp_path, gpus, domain):
 
 
 def test_bare_group_command_is_one_stderr_line(capsys):
-    # before: `wanka cluster` printed its help on stdout and exited 2 with nothing on stderr
+    # a usage error goes to stderr as one line, so a script that reads stdout sees nothing
     from wanka.cli import main
     assert main(["cluster"]) == 2
     out = capsys.readouterr()

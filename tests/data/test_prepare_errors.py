@@ -1,4 +1,4 @@
-"""Regressions found in acceptance testing: a malformed meta.json or a corrupt shard is one
+"""Damaged data on disk is user input: a malformed meta.json or a corrupt shard is one
 SpecError line, `prepare` into an unusable --out is too, and re-preparing leaves no stale shards."""
 
 import hashlib
@@ -58,3 +58,11 @@ def test_reprepare_removes_stale_shards(prepared, tmp_path):
     meta = json.loads((prepared / "meta.json").read_text())
     data = (prepared / "shard_00000.bin").read_bytes()
     assert meta["shards"][0]["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_data_prepare_into_a_file_exits_2(run_cli, tmp_path):
+    (tmp_path / "f").write_text("x")
+    code, _, err = run_cli("data", "prepare", "--out", str(tmp_path / "f"))
+    assert code == 2 and err.startswith("wanka: error: out:") and err.count("\n") == 1
+    code, _, err = run_cli("data", "prepare", "--out", str(tmp_path / "f" / "sub"))
+    assert code == 2 and err.startswith("wanka: error: out:") and err.count("\n") == 1

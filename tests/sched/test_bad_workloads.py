@@ -1,4 +1,4 @@
-"""Workloads that used to replay to nonsense or a traceback are one-line errors (acceptance review)."""
+"""Workloads that cannot be replayed meaningfully (empty, binary, impossible topology) are one-line errors."""
 
 import json
 
@@ -18,7 +18,7 @@ def one_line_error(capsys, argv) -> str:
 
 
 def test_header_only_trace_is_an_error(tmp_path):
-    # before: exit 0 and a table of nulls ("jobs 0", mean_jct_s null)
+    # zero jobs would replay to a table of nulls; an empty trace is an input error
     p = tmp_path / "t.csv"
     p.write_text("submit_s,duration_s,gpus\n")
     with pytest.raises(SpecError, match="at least one job row"):
@@ -33,7 +33,7 @@ def test_trace_whose_rows_are_all_skipped_is_an_error(tmp_path):
 
 
 def test_binary_trace_is_an_error_not_a_traceback(tmp_path, capsys):
-    # before: UnicodeDecodeError traceback, exit 1
+    # undecodable bytes are named as the file's problem, not raised as UnicodeDecodeError
     p = tmp_path / "t.csv"
     p.write_bytes(b"\xff\xfe\x00\x01")
     err = one_line_error(capsys, ["sched", "replay", "--trace", str(p), "--gpus", "64"])
@@ -41,12 +41,12 @@ def test_binary_trace_is_an_error_not_a_traceback(tmp_path, capsys):
 
 
 def test_negative_seed_is_an_error(capsys):
-    # before: numpy "expected non-negative integer" traceback
+    # the seed is checked by wanka before numpy sees it
     assert "--seed" in one_line_error(capsys, ["sched", "replay", "--trace", "synthetic", "--jobs", "5", "--seed", "-1"])
 
 
 def test_report_path_is_checked_before_replaying(capsys, tmp_path):
-    # before: every policy replayed, then IsADirectoryError traceback
+    # the report path is checked before any policy runs, so a bad path costs no replay time
     err = one_line_error(capsys, ["sched", "compare", "--trace", "synthetic", "--jobs", "5", "--report", str(tmp_path)])
     assert "--report" in err
 
@@ -55,8 +55,8 @@ def test_report_path_is_checked_before_replaying(capsys, tmp_path):
                                                  ("leaf", 16, True), ("leaf", 32, False),
                                                  ("spine", 32, True), ("spine", 64, False)])
 def test_topology_request_larger_than_its_unit_is_rejected(tiny4, topology, gpus, ok):
-    # tiny4: scale-up domains of 4 GPUs, leaves of 16, spine blocks of 32. Before: a job asking for a
-    # unit that cannot hold it was queued and never started (exit 0, "unfinished 1")
+    # tiny4: scale-up domains of 4 GPUs, leaves of 16, spine blocks of 32. A job asking for a unit that
+    # cannot hold it could never start, so it is refused at submission instead of waiting forever
     s = Scheduler(tiny4)
     job = Job("j", gpus=gpus, submit_s=0, duration_s=10, topology=topology)
     if ok:
@@ -79,7 +79,7 @@ def test_trace_row_with_impossible_topology_names_the_row(capsys, tmp_path):
 
 
 def test_bare_sched_is_one_stderr_line(capsys):
-    # before: help on stdout, exit 2, nothing on stderr
+    # a usage error is one stderr line, not help text on stdout
     assert main(["sched"]) == 2
     out = capsys.readouterr()
     assert out.out == "" and len(out.err.strip().splitlines()) == 1 and "replay | compare" in out.err

@@ -1,4 +1,4 @@
-"""A scenario's layout dp must agree with its job's GPUs; size sweeps re-derive dp (acceptance review)."""
+"""A scenario's layout dp must agree with its job's GPUs; size sweeps re-derive dp."""
 
 import pytest
 
@@ -15,7 +15,7 @@ def _with_layout(layout: str):
 
 
 def test_dp_that_contradicts_gpus_is_an_error():
-    # before: dp=64 on a 16,384-GPU job (tp8 pp16 -> dp 128) was silently replaced by 128
+    # dp=64 on a 16,384-GPU job (tp8 pp16 -> dp 128) contradicts the GPU count; neither value wins silently
     with pytest.raises(SpecError) as exc:
         compile_scenario(_with_layout("tp=8,pp=16,dp=64,gbs=2048"))
     assert exc.value.field == "jobs[0].layout"

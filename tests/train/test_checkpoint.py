@@ -13,6 +13,7 @@ from wanka.train import checkpoint as ck
 from wanka.train.config import TrainConfig
 from wanka.train.export import export
 from wanka.train.trainer import Trainer
+from wanka.workload.spec import load_model
 
 BASE = dict(model="tiny", layout="precision=fp32,gbs=2,mbs=1", seq_len=32, ckpt_every=2)
 
@@ -90,3 +91,10 @@ def test_nan_rolls_back_skips_the_batch_and_lowers_lr(corpus_dir, tmp_path):
     metrics = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     batches = [m["batch"] for m in metrics if m["step"] > 6]
     assert batches == [8, 9] and t.step == 8 and t.losses[-1] == t.losses[-1]  # finite
+
+
+def test_ckpt_dir_of_another_model_is_refused_up_front(one_step_ckpt):
+    ck.check_ckpt_dir(one_step_ckpt, load_model("tiny", seq_len=64))  # same architecture: resumable
+    with pytest.raises(SpecError, match="moe") as info:
+        ck.check_ckpt_dir(one_step_ckpt, load_model("tiny-moe"))
+    assert info.value.field == "ckpt"

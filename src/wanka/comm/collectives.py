@@ -150,7 +150,7 @@ def collective_time(cluster: "Cluster", kind: str, nbytes: float, group: Group, 
         raise SpecError("algorithm", " | ".join(ALGORITHMS), algorithm)
     if len(group.fanout) != len(cluster.levels):
         raise SpecError("group.fanout", f"one entry per cluster level ({len(cluster.levels)})", group.fanout)
-    if not (0 <= nbytes < math.inf):  # also NaN, which compares False and used to price as inf
+    if not (0 <= nbytes < math.inf):  # written so that NaN (False on every comparison) is refused too
         raise SpecError("nbytes", "a finite size >= 0", nbytes)
     if group.size <= 1 or nbytes == 0:
         return 0.0

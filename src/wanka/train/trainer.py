@@ -214,7 +214,7 @@ class Trainer:
         if torch.cuda.is_available():
             x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
         local, has = self.forward_backward(x, y, poison=self.injector.nan(index))
-        self.injector.slow(self.step + 1)
+        self.injector.slow(self.step + 1, time.perf_counter() - t0)
         t_sync = time.perf_counter()
         s, c = self._all_reduce([local if has else 0.0, 1.0 if has else 0.0])
         wait_s = time.perf_counter() - t_sync  # how long this rank waited for the slowest one
