@@ -54,7 +54,10 @@ class Layout:
     def parse(cls, text: str, field: str = "layout") -> "Layout":
         values: dict[str, object] = {}
         names = {f.name for f in fields(cls)}
-        for item in filter(None, (s.strip() for s in text.split(","))):
+        items = [s.strip() for s in text.split(",")] if text.strip() else []
+        for item in items:
+            if not item:  # ",," or a stray comma: a key=value pair went missing
+                raise SpecError(field, "comma-separated key=value pairs like tp=8,pp=4 (an entry is empty)", text)
             if "=" not in item:
                 raise SpecError(field, "comma-separated key=value pairs like tp=8,pp=4", item)
             key, raw = (s.strip() for s in item.split("=", 1))

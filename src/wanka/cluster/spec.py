@@ -8,18 +8,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from wanka.errors import SpecError, from_pydantic
+from wanka.specfile import StrictSpec
 
 Topology = Literal["rail-fat-tree", "fat-tree", "dragonfly", "explicit"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ScaleUpSpec(_Strict):
+class ScaleUpSpec(StrictSpec):
     domain: int | None = Field(default=None, gt=0, description="GPUs per scale-up domain; default: the GPU's")
     bandwidth_GBps: float | None = Field(default=None, gt=0, description="per GPU per direction")
     # NVLink-class one-way latency; NCCL's tuning table uses 0.6-1.25 us for NVLink hardware latency
@@ -27,7 +24,7 @@ class ScaleUpSpec(_Strict):
     latency_us: float = Field(default=1.0, ge=0)
 
 
-class ScaleOutSpec(_Strict):
+class ScaleOutSpec(StrictSpec):
     bandwidth_Gbps: float = Field(default=400, gt=0, description="per GPU (one NIC per GPU), all planes together")
     nic: str | None = None
     topology: Topology = "rail-fat-tree"
@@ -56,7 +53,7 @@ class ScaleOutSpec(_Strict):
         return self
 
 
-class CampusSpec(_Strict):
+class CampusSpec(StrictSpec):
     count: int = Field(default=1, ge=1)
     link_bandwidth_Tbps: float | None = Field(default=None, gt=0, description="per campus to the others")
     link_latency_ms: float = Field(default=0.2, ge=0, description="one way; ~5 us per km of fibre")
@@ -68,14 +65,14 @@ class CampusSpec(_Strict):
         return self
 
 
-class PowerSpec(_Strict):
+class PowerSpec(StrictSpec):
     pue: float = Field(default=1.25, ge=1.0, le=3.0)
     host_W_per_gpu: float = Field(default=575, ge=0)
     switch_W: float = Field(default=1500, ge=0)
     electricity_usd_per_kWh: float = Field(default=0.08, ge=0)
 
 
-class ClusterSpec(_Strict):
+class ClusterSpec(StrictSpec):
     name: str = Field(min_length=1)
     gpu: str | dict[str, Any]
     gpus: int = Field(gt=0)

@@ -38,7 +38,13 @@ def prepare(inputs: list[Path], out: Path, shard_tokens: int = 1 << 20) -> dict:
     tok = ByteTokenizer()
     ids: list[int] = []
     for f in files:
-        ids += tok.encode(f.read_text(encoding="utf-8", errors="replace"), eos=True)
+        try:
+            text = f.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise SpecError("data.input", "a UTF-8 text file", "bytes that are not UTF-8", source=str(f)) from None
+        if not text:
+            raise SpecError("data.input", "a non-empty text file", "an empty file", source=str(f))
+        ids += tok.encode(text, eos=True)
     all_ids = np.asarray(ids, dtype=np.uint16)
     try:
         out.mkdir(parents=True, exist_ok=True)

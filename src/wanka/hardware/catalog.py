@@ -11,15 +11,15 @@ from importlib import resources
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from wanka.errors import SpecError, from_pydantic
+from wanka.specfile import StrictSpec
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 
-class PeakTflops(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class PeakTflops(StrictSpec):
     fp32: float | None = Field(default=None, gt=0)
     tf32: float | None = Field(default=None, gt=0)
     bf16: float | None = Field(default=None, gt=0)
@@ -28,16 +28,14 @@ class PeakTflops(BaseModel):
     int8: float | None = Field(default=None, gt=0)
 
 
-class ScaleUp(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ScaleUp(StrictSpec):
     bandwidth_GBps: float | None = Field(default=None, gt=0, description="per GPU per direction")
     domain: int = Field(default=8, gt=0)
 
 
-class GPU(BaseModel):
+class GPU(StrictSpec):
     """One accelerator model."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     vendor: str = "unknown"
     full_name: str = ""
@@ -56,8 +54,7 @@ class GPU(BaseModel):
         return value
 
 
-class NIC(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class NIC(StrictSpec):
     name: str
     vendor: str = "unknown"
     bandwidth_Gbps: float = Field(gt=0)

@@ -14,6 +14,7 @@ import re
 from rich.console import Console
 
 from wanka.cli import json_flag, positive_int_list
+from wanka.specfile import MAX_EXACT_INT
 from wanka.cluster import DEFAULT_CLUSTER, load_cluster
 from wanka.errors import SpecError
 from wanka.layout import Layout
@@ -48,8 +49,8 @@ def _positive(name: str):
             v = int(text)
         except ValueError:
             v = 0
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        if not 1 <= v <= MAX_EXACT_INT:  # beyond 2**53 the planner's float arithmetic is no longer exact
+            raise argparse.ArgumentTypeError(f"expected a positive integer of at most 2**53, got {text!r}")
         return v
     return conv
 

@@ -60,6 +60,8 @@ def load_rows(path: str | Path) -> list[dict]:
         raise SpecError("--runs", "a readable JSON file", f"{path} ({exc.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SpecError("--runs", "a JSON list of runs", f"unreadable JSON ({exc})", source=str(path)) from None
+    except RecursionError:  # json recurses once per nesting level; run files nest 3 levels
+        raise SpecError("--runs", "a JSON list of runs", "JSON nested too deeply", source=str(path)) from None
     rows = data.get("runs") if isinstance(data, dict) else data
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise SpecError("--runs", "a JSON list of run objects (or {\"runs\": [...]})", type(rows).__name__, source=str(path))

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from rich.console import Console
 
@@ -64,6 +65,8 @@ def _setup(args, policies: list[str]):
         raise SpecError("--limit", "an integer >= 1", args.limit)
     if args.seed < 0:  # numpy's SeedSequence rejects negative seeds with a traceback
         raise SpecError("--seed", "an integer >= 0", args.seed)
+    if not (0 < args.scale < math.inf):  # every trace, synthetic too; NaN fails this test as well
+        raise SpecError("--scale", "a finite arrival-rate multiplier > 0", args.scale)
     report = getattr(args, "report", None)
     if report:  # checked before the (slow) replays, not after them
         check_report_path(report)

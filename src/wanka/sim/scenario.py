@@ -19,17 +19,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from wanka.errors import SpecError, from_pydantic
-from wanka.specfile import load_spec, preset_names
+from wanka.specfile import StrictSpec, load_spec, preset_names
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class JobSpec(_Strict):
+class JobSpec(StrictSpec):
     name: str = "job"
     model: str | None = None  # a workload preset or model spec file (for the planner)
     layout: str | None = None  # layout string; dp may be omitted
@@ -41,7 +37,7 @@ class JobSpec(_Strict):
     priority: int = 0
 
 
-class CauseSpec(_Strict):
+class CauseSpec(StrictSpec):
     name: str
     component: str = "unknown"
     # rack | leaf | spine: a failure takes down every node of that group (cluster.node_groups()); the
@@ -58,7 +54,7 @@ class CauseSpec(_Strict):
     precursor_share: float = Field(default=0.0, ge=0, le=1)
 
 
-class FailureSpec(_Strict):
+class FailureSpec(StrictSpec):
     model: str = "llama3-h100"  # a taxonomy name; ignored when `causes` is given
     scale: float = Field(default=1.0, ge=0)  # multiply every rate (what-if)
     causes: list[CauseSpec] | None = None
@@ -69,12 +65,12 @@ class FailureSpec(_Strict):
     rack_nodes: int = Field(default=2, ge=1)
 
 
-class PlannedSpec(_Strict):
+class PlannedSpec(StrictSpec):
     per_day: float = Field(default=0.0, ge=0)  # planned interruptions per day of the job
     restart_s: float | None = Field(default=None, ge=0)  # default: recovery.restart_s
 
 
-class MemoryLevelSpec(_Strict):
+class MemoryLevelSpec(StrictSpec):
     policy: Literal["fixed", "young", "daly"] = "young"
     interval_s: float | None = Field(default=None, gt=0)
     stall_s: float = Field(default=1.0, gt=0)  # GPU -> host/peer copy that blocks training
@@ -89,7 +85,7 @@ class MemoryLevelSpec(_Strict):
         return self
 
 
-class CheckpointSpec(_Strict):
+class CheckpointSpec(StrictSpec):
     policy: Literal["fixed", "young", "daly"] = "young"
     interval_s: float | None = Field(default=None, gt=0)  # compute seconds between checkpoints (fixed)
     mode: Literal["sync", "async"] = "async"
@@ -109,7 +105,7 @@ class CheckpointSpec(_Strict):
         return self
 
 
-class RecoverySpec(_Strict):
+class RecoverySpec(StrictSpec):
     kind: Literal["full_restart", "hot_spare", "elastic", "torchft"] = "full_restart"  # wanka.reliability.recovery
     # replacement nodes: a number; auto = the cluster's nodes the job does not use; p99 = ByteRobust's
     # P99 of simultaneous node failures over the repair time (wanka.reliability.spares)
@@ -134,7 +130,7 @@ class RecoverySpec(_Strict):
         raise ValueError("a whole number of nodes >= 0, 'auto' or 'p99'")
 
 
-class PredictionSpec(_Strict):
+class PredictionSpec(StrictSpec):
     enabled: bool = False
     recall: float = Field(default=0.5, ge=0, le=1)  # of failures with precursors
     precision: float = Field(default=0.85, gt=0, le=1)
@@ -145,14 +141,14 @@ class PredictionSpec(_Strict):
     false_alarms_per_node_day: float | None = Field(default=None, ge=0)
 
 
-class StragglerSpec(_Strict):
+class StragglerSpec(StrictSpec):
     per_node_day: float = Field(default=0.0, ge=0)  # onset rate of a fail-slow node
     slowdown: float = Field(default=1.1, ge=1)  # the job runs this much slower (MegaScale ~10%) [P]
     detect_s: float = Field(default=600.0, gt=0)  # found after this long, then evicted (checkpoint + swap)
     evict: bool = True  # false: the fail-slow episode ends by itself after detect_s
 
 
-class Scenario(_Strict):
+class Scenario(StrictSpec):
     name: str = "scenario"
     description: str = ""
     cluster: str = "wanka-10k"

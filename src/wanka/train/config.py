@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 
 from wanka.errors import SpecError
@@ -42,10 +43,15 @@ class TrainConfig:
                 raise SpecError(key.replace("_", "-"), "an integer >= 1", getattr(self, key))
         if self.seq_len is not None and self.seq_len < 2:
             raise SpecError("seq-len", "an integer >= 2", self.seq_len)
-        if self.lr <= 0 or self.min_lr < 0 or self.min_lr > self.lr:
-            raise SpecError("lr", "lr > 0 and 0 <= min-lr <= lr", (self.lr, self.min_lr))
-        if self.collective_timeout_s <= 0:
-            raise SpecError("collective-timeout", "seconds > 0", self.collective_timeout_s)
+        # written as `not (... )` so that NaN, which fails every comparison, is refused too
+        if not (0 < self.lr < math.inf and 0 <= self.min_lr <= self.lr):
+            raise SpecError("lr", "a finite lr > 0 and 0 <= min-lr <= lr", (self.lr, self.min_lr))
+        if not (0 < self.collective_timeout_s < math.inf):
+            raise SpecError("collective-timeout", "a finite number of seconds > 0", self.collective_timeout_s)
+        if self.peak_tflops is not None and not (0 < self.peak_tflops < math.inf):
+            raise SpecError("peak-tflops", "a finite TFLOP/s > 0 (omit it to measure)", self.peak_tflops)
+        if self.prometheus_port is not None and not (0 <= self.prometheus_port <= 65535):
+            raise SpecError("prometheus-port", "a TCP port in 0..65535", self.prometheus_port)
         self.injections = [Injection.parse(t) for t in self.inject]
 
     def to_dict(self) -> dict:

@@ -4,8 +4,8 @@ Injection spec: KIND@step=N[,rank=R] with KIND one of
     kill               SIGKILL rank R after step N (torchrun restarts the job)
     hang               rank R sleeps forever after step N (peers hit the collective timeout)
     nan                the loss of batch N becomes NaN on rank R (all ranks when rank is omitted)
-    slow               rank R stalls at the end of step N's backward for 3x its own busy time so far, and
-                       at least 0.5 s (a straggler at any machine speed; see `Injector.slow`)
+    slow               rank R stalls at the end of step N's backward for 3x the previous step's time,
+                       and at least 0.5 s (a straggler at any machine speed; see `Injector.slow`)
     corrupt-checkpoint flip bytes in checkpoint N right after it is committed
     kill-in-save       rank R dies after writing checkpoint N but before it is committed
 kill, hang and kill-in-save fire once per run: the firing rank leaves a marker in CKPT/.inject/.
@@ -84,15 +84,16 @@ class Injector:
                 while True:
                     time.sleep(3600)
 
-    def slow(self, step: int, busy_s: float) -> None:
-        """Stall for 3x `busy_s` (this rank's work in the step so far), and at least 0.5 s.
+    def slow(self, step: int, reference_s: float) -> None:
+        """Stall for 3x `reference_s` (the previous step's measured time; for the first step, this
+        step's time so far), and at least 0.5 s.
 
-        Relative to the measured step, so the stalled rank is 4x as busy as its peers on any machine
-        (the detector's default threshold is 1.5x), and at least 0.5 s so that the step also passes
-        the detector's 0.3 s floor for two ranks (trainer.train_step).
+        Relative to the measured step, so the stalled rank is about 4x as busy as its peers on any
+        machine (the detector's default threshold is 1.5x), and at least 0.5 s so that the step also
+        passes the detector's 0.3 s floor for two ranks (trainer.train_step).
         """
         for _ in self._matching("slow", step):
-            time.sleep(max(0.5, 3.0 * busy_s))
+            time.sleep(max(0.5, 3.0 * reference_s))
 
     def nan(self, batch_index: int) -> bool:
         return bool(self._matching("nan", batch_index))

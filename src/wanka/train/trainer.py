@@ -61,6 +61,7 @@ class Trainer:
         self.peak_tflops = cfg.peak_tflops or measure_peak_tflops()
         self.losses: list[float] = []
         self.last_loss: float | None = None  # the loss of the restored checkpoint's last step
+        self.last_step_s: float | None = None  # the slowest rank's time for the previous step
 
     # ---- state -----------------------------------------------------------------------------
     def _state(self) -> dict:
@@ -214,7 +215,7 @@ class Trainer:
         if torch.cuda.is_available():
             x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
         local, has = self.forward_backward(x, y, poison=self.injector.nan(index))
-        self.injector.slow(self.step + 1, time.perf_counter() - t0)
+        self.injector.slow(self.step + 1, self.last_step_s or time.perf_counter() - t0)
         t_sync = time.perf_counter()
         s, c = self._all_reduce([local if has else 0.0, 1.0 if has else 0.0])
         wait_s = time.perf_counter() - t_sync  # how long this rank waited for the slowest one
@@ -234,6 +235,7 @@ class Trainer:
         self.step += 1
         dt = time.perf_counter() - t0
         times, busy = self._gather_times(dt, dt - wait_s)
+        self.last_step_s = max(times)
         tokens_per_s = self.layout.gbs * self.spec.seq_len / max(times)
         rec = {"step": self.step, "batch": index, "loss": loss, "grad_norm": grad_norm, "lr": lr, "step_time_s": max(times),
                "tokens_per_s": tokens_per_s,

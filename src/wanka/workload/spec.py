@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from wanka.errors import SpecError, from_pydantic
-from wanka.specfile import load_spec, preset_names
+from wanka.specfile import StrictSpec, load_spec, preset_names
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class MoESpec(_Strict):
+class MoESpec(StrictSpec):
     experts: int = Field(gt=1)
     top_k: int = Field(gt=0)
     ffn_hidden: int = Field(gt=0, description="per expert")
@@ -28,7 +24,7 @@ class MoESpec(_Strict):
         return self
 
 
-class MLASpec(_Strict):
+class MLASpec(StrictSpec):
     """Multi-head latent attention (DeepSeek-V2/V3, arXiv:2412.19437 section 2.1.1)."""
 
     q_lora_rank: int = Field(gt=0)
@@ -38,7 +34,7 @@ class MLASpec(_Strict):
     v_head_dim: int = Field(gt=0)
 
 
-class ModelSpec(_Strict):
+class ModelSpec(StrictSpec):
     name: str = Field(min_length=1)
     layers: int = Field(gt=0)
     hidden: int = Field(gt=0)
