@@ -81,7 +81,7 @@ def _read_config(path: Path) -> dict:
         raise SpecError(CONFIG_FILE, "a file in the export directory (missing)", source=str(path))
     try:
         data = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # RecursionError: absurd nesting
         raise SpecError(CONFIG_FILE, "valid JSON", source=str(path)) from None
     if not isinstance(data, dict):
         raise SpecError(CONFIG_FILE, "a JSON object", type(data).__name__, source=str(path))

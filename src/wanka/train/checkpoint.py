@@ -94,8 +94,10 @@ def verify(path: Path) -> str | None:
     try:
         manifest = json.loads((path / "manifest.json").read_text())
         files = manifest["files"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):  # ValueError: not UTF-8, not JSON
         return "missing or unreadable manifest.json"
+    if not isinstance(files, dict) or not all(isinstance(d, str) for d in files.values()):
+        return "manifest.json: files is not a mapping of file name to sha256"
     if ".metadata" not in files:
         return "no DCP .metadata in manifest"
     for rel, digest in files.items():

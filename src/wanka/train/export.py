@@ -41,14 +41,31 @@ def resolve_checkpoint(path: Path) -> Path:
 
 def load_params(ckpt: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
 
-    train_state = json.loads((ckpt / "train_state.json").read_text())
-    spec = parse_model_spec(train_state["model_spec"], source=str(ckpt / "train_state.json"))
+    source = str(ckpt / "train_state.json")
+    try:
+        train_state = json.loads((ckpt / "train_state.json").read_text())
+    except (OSError, ValueError, RecursionError):  # ValueError: not UTF-8, not JSON
+        raise SpecError("ckpt", "a readable train_state.json (JSON)", source=source) from None
+    if not isinstance(train_state, dict) or not isinstance(train_state.get("model_spec"), dict):
+        raise SpecError("ckpt", "a train_state.json object with a model_spec mapping", source=source)
+    if not isinstance(train_state.get("step"), int):
+        raise SpecError("ckpt", "a train_state.json with an integer step", train_state.get("step"), source=source)
+    spec = parse_model_spec(train_state["model_spec"], source=source)
     model = Transformer(spec)
     state = {"model": model.state_dict()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "assuming single process" from DCP
-        dcp.load(state, checkpoint_id=str(ckpt))
+        try:
+            dcp.load(state, checkpoint_id=str(ckpt))
+        except (Exception, CheckpointException) as exc:  # noqa: BLE001 - DCP reports damaged or mismatched
+            # files with many types; CheckpointException derives from BaseException and carries each
+            # rank's traceback as text, so only the innermost error line is kept
+            lines = [l.strip() for l in str(exc).splitlines() if l.strip() and not l.startswith((" ", "Traceback"))]
+            reason = (lines[-1] if lines else type(exc).__name__)[:200]
+            raise SpecError("ckpt", f"DCP files that hold model {spec.name!r} as train_state.json describes it",
+                            reason, source=str(ckpt)) from None
     params = {k: v.detach().float().contiguous() for k, v in state["model"].items()}
     return train_state, params
 
