@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    # An argument with a NUL character cannot come from a shell (execve ends strings at NUL), only from
+    # a caller in Python, and every path operation raises ValueError on it: refuse it here, once.
+    for arg in sys.argv[1:] if argv is None else argv:
+        if "\x00" in arg:
+            sys.stderr.write(f"wanka: error: command line: expected arguments without NUL characters, got {arg!r}\n")
+            return 2
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 from rich import box
@@ -12,6 +13,17 @@ from rich.console import Console
 from rich.table import Table
 
 Render = Callable[[Console], None]
+
+
+def check_report_path(path: str) -> Path:
+    """A report's target: a file (new or existing, not a directory) in an existing directory. Commands
+    call this before their (slow) run, so that a bad path costs nothing and leaves nothing behind."""
+    from wanka.errors import SpecError  # noqa: PLC0415
+
+    target = Path(path)
+    if target.is_dir() or not target.parent.is_dir():
+        raise SpecError("--report", "a file path in an existing directory", path)
+    return target
 
 
 def _clean(value: Any) -> Any:

@@ -106,6 +106,8 @@ def preset_names(package: str) -> list[str]:
 
 def load_spec(name_or_path: str, package: str, what: str) -> tuple[dict[str, Any], str]:
     """Return (mapping, source) for a preset name in `package`/presets or a file path."""
+    if "\x00" in name_or_path:  # e.g. a JSON "\u0000" escape; every path operation raises on NUL
+        raise SpecError(what, "a preset name or a spec file path without NUL characters", name_or_path)
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml", ".json") or path.exists():
         if not path.is_file():

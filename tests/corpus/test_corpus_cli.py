@@ -20,7 +20,7 @@ LAYOUTS = [
     ("precision-unknown", "precision=fp64", "precision"), ("zero-stage-4", "zero=4", "zero"),
     ("sp-maybe", "sp=maybe", "sp"), ("gbs-zero", "gbs=0", "gbs"), ("mbs-negative", "mbs=-1", "mbs"),
     ("dp-contradicts-gpus", "tp=8,dp=7", "dp"), ("pp-above-gpus", "pp=128", "pp"),
-    ("null-byte", "tp=8\x00", "tp"), ("spaces-inside", "t p=8", "layout"),
+    ("spaces-inside", "t p=8", "layout"),
 ]
 LAYOUT_CASES = [case(f"layout-{cid}", PLAN.split() + ["--layout", text], field) for cid, text, field in LAYOUTS]
 
@@ -47,7 +47,6 @@ PLAN_FLAG_CASES = [case(f"plan-{cid}", argv, field) for cid, argv, field in [
     ("zero3-unit-unknown", f"{PLAN} --zero3-unit page", "--zero3-unit"),
     ("model-unknown", "plan --model gpt-99 --gpus 64", "model"),
     ("cluster-unknown", "plan --model llama3-8b --cluster atlantis --gpus 64", "cluster"),
-    ("model-null-byte", ["plan", "--model", "llama\x003-8b", "--gpus", "64"], "model"),
     ("unknown-flag", f"{PLAN} --turbo", "--turbo"),
     ("scale-gpus-zero", "plan scale --model llama3-8b --gpus 0,8", "--gpus"),
     ("scale-gpus-words", "plan scale --model llama3-8b --gpus a,b", "--gpus"),
@@ -197,6 +196,17 @@ LAUNCH_CASES = [case(f"launch-{cid}", argv, field) for cid, argv, field in [
     ("out-is-a-directory", f"{LAUNCH} --out {{d}}", "out"),
 ]]
 
+NUL_CASES = [case(f"nul-in-{cid}", argv.replace("NUL", "\x00").split(" "), "command line") for cid, argv in [
+    ("cluster-path", "cluster show aNULb.yaml"),
+    ("runs-path", "plan validate --runs aNULb.json"),
+    ("trace-path", "sched replay --trace aNULb.csv --jobs 5"),
+    ("ckpt-path", "export --ckpt aNULb --out {d}/exp"),
+    ("train-ckpt-path", "train --model tiny --ckpt aNULb"),
+    ("data-input-path", "data prepare aNULb.txt --out {d}/out"),
+    ("scenario-path", "simulate aNULb.yaml"),
+    ("layout", "plan --model llama3-8b --gpus 64 --layout tp=8NUL"),
+]]
+
 SERVE = "serve --model {d}/exp"
 SERVE_CASES = [case(f"serve-{cid}", argv, field) for cid, argv, field in [
     ("model-missing", SERVE, "model"),
@@ -217,7 +227,7 @@ SERVE_CASES = [case(f"serve-{cid}", argv, field) for cid, argv, field in [
 SERVE_FILES = {"f": "x", "e": DIR}
 
 ALL = (LAYOUT_CASES + PLAN_FLAG_CASES + TRACE_CASES + SCHED_FLAG_CASES + SIM_FLAG_CASES + DATA_CASES
-       + TRAIN_CASES + LAUNCH_CASES)
+       + TRAIN_CASES + LAUNCH_CASES + NUL_CASES)
 
 
 @pytest.mark.parametrize("c", [c.param() for c in ALL])

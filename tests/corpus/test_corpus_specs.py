@@ -157,6 +157,9 @@ SCENARIO_CASES = file_cases("scenario", SCENARIO_ARGV, "scenario") + field_cases
     ("planned-negative", "planned", {"per_day": -1}, "planned.per_day"),
 ])
 
+SCENARIO_CASES.append(case("scenario-json-nul-in-cluster-name", "simulate {d}/s.json --runs 1", "cluster",
+                           s__json=json.dumps({**SCENARIO, "cluster": "x\u0000.yaml"})))
+
 ALL = CLUSTER_CASES + PLAN_CLUSTER_CASES + MODEL_CASES + SCENARIO_CASES
 
 

@@ -2,17 +2,11 @@
 
 import json
 
-import pytest
-
 from wanka.cli import main
-from wanka.sched.trace import PHILLY
 
 BASE = ["--trace", "philly", "--cluster", "wanka-10k", "--gpus", "256", "--limit", "400"]
 
-needs_philly = pytest.mark.skipif(not PHILLY.is_file(), reason=f"no Philly trace at {PHILLY} (set WANKA_PHILLY_CSV)")
 
-
-@needs_philly
 def test_replay_json(capsys):
     assert main(["sched", "replay", *BASE, "--policy", "first-fit/sjf", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
@@ -20,7 +14,6 @@ def test_replay_json(capsys):
     assert row["skipped_rows"] == 0
 
 
-@needs_philly
 def test_compare_json_and_report(capsys, tmp_path):
     report = tmp_path / "r.html"
     assert main(["sched", "compare", *BASE, "--policies", "first-fit,topo-bestfit/sjf", "--json",

@@ -1,16 +1,10 @@
 """On a slice of the Philly trace, topology-aware best-fit places more gangs at minimal spread than
 first-fit (the full-trace figures are printed by benchmarks/sched_replay.py)."""
 
-import pytest
-
 from wanka.cluster import load_cluster
 from wanka.sched.runs import load_workload, run_policy
-from wanka.sched.trace import PHILLY
-
-needs_philly = pytest.mark.skipif(not PHILLY.is_file(), reason=f"no Philly trace at {PHILLY} (set WANKA_PHILLY_CSV)")
 
 
-@needs_philly
 def test_topo_bestfit_beats_first_fit_on_minimal_spread():
     c = load_cluster("wanka-10k", gpus=512)
     work = load_workload("philly", c, limit=4000)

@@ -15,8 +15,8 @@ from rich.console import Console
 from wanka.cli import json_flag, needs_subcommand
 from wanka.cluster import DEFAULT_CLUSTER, load_cluster
 from wanka.errors import SpecError
-from wanka.output import fmt, table
-from wanka.sched.report import check_report_path, write_report
+from wanka.output import check_report_path, fmt, table
+from wanka.sched.report import write_report
 from wanka.sched.runs import DEFAULT_POLICIES, load_workload, parse_policy, parse_quotas, run_policy
 
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import base64
 import html
 import io
-from pathlib import Path
 
-from wanka.errors import SpecError
-from wanka.output import fmt
+from wanka.output import check_report_path, fmt
 
 COLUMNS = ["policy", "mean_jct_s", "p95_jct_s", "mean_queue_s", "utilization", "effective_utilization",
            "minimal_spread_share", "fragmentation", "preemptions", "backfilled"]
@@ -34,14 +32,6 @@ def _chart(rows: list[dict], key: str, title: str) -> str:
     fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
-
-
-def check_report_path(path: str) -> Path:
-    """The report's target: a file (new or existing, not a directory) in an existing directory."""
-    target = Path(path)
-    if target.is_dir() or not target.parent.is_dir():
-        raise SpecError("--report", "a file path in an existing directory", path)
-    return target
 
 
 def write_report(rows: list[dict], path: str) -> None:

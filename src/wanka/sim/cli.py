@@ -14,7 +14,7 @@ from rich.console import Console
 
 from wanka.cli import json_flag
 from wanka.errors import SpecError
-from wanka.output import fmt, table
+from wanka.output import check_report_path, fmt, table
 from wanka.sim.compile import compile_scenario
 from wanka.sim.outputs import simulate
 from wanka.sim.scenario import load_scenario, scenario_names
@@ -49,6 +49,8 @@ def cmd_simulate(args):
         rows = [{"name": n, "description": load_scenario(n).description} for n in scenario_names()]
         return {"scenarios": rows}, lambda c: c.print(table("twin scenarios", ["name", "description"],
                                                             [[r["name"], r["description"]] for r in rows]))
+    if getattr(args, "report", None):
+        check_report_path(args.report)  # before the (slow) simulation, not after it
     if args.scenario == "sweep":
         return cmd_sweep(args)
     if args.scenario == "predict":
