@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--kv-blocks", type=int, default=None,
                    help="KV-cache blocks (default: max-batch full-length contexts); fewer blocks than "
                         "running requests need preempts the newest, which recomputes later")
+    s.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger request bodies get HTTP 413")
     s.add_argument("--no-prefix-caching", action="store_true",
                    help="do not reuse the KV blocks of a prefix another request already computed")
     json_flag(s)
@@ -51,7 +52,8 @@ def cmd_serve(args):
     from wanka.serve.server import build_state, make_server
 
     state = build_state(args.model, args.quantize, args.max_batch, args.max_queue, args.max_batched_tokens,
-                        args.api_key, args.block_size, args.kv_blocks, not args.no_prefix_caching)
+                        args.api_key, args.block_size, args.kv_blocks, not args.no_prefix_caching,
+                        args.max_body_bytes)
     server, sock = make_server(state, args.host, args.port)
     url = f"http://{args.host}:{sock.getsockname()[1]}"
     info = {"url": url, "model": state.model_id, **(state.info or {})}

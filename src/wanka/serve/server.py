@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from wanka.errors import SpecError
-from wanka.serve.app import ServeState, create_app
+from wanka.serve.app import MAX_BODY_BYTES, ServeState, create_app
 from wanka.serve.engine import Engine, EngineConfig
 from wanka.serve.export import load_export
 from wanka.serve.metrics import ServeMetrics
@@ -30,12 +30,13 @@ GRACEFUL_SHUTDOWN_S = 30
 
 def build_state(export_dir, quantize: str | None = None, max_batch: int = 32, max_queue: int = 256,
                 max_batched_tokens: int = 512, api_key: str | None = None, block_size: int = 64,
-                kv_blocks: int | None = None, prefix_caching: bool = True) -> ServeState:
+                kv_blocks: int | None = None, prefix_caching: bool = True,
+                max_body_bytes: int = MAX_BODY_BYTES) -> ServeState:
     if quantize not in (None, "none", "int8"):
         raise SpecError("--quantize", "int8 or none", quantize)
     for flag, value in (("--max-batch", max_batch), ("--max-queue", max_queue),
                         ("--max-batched-tokens", max_batched_tokens), ("--block-size", block_size),
-                        ("--kv-blocks", 1 if kv_blocks is None else kv_blocks)):
+                        ("--kv-blocks", 1 if kv_blocks is None else kv_blocks), ("--max-body-bytes", max_body_bytes)):
         if value < 1:
             raise SpecError(flag, "a positive integer", value)
     export = load_export(export_dir)
@@ -51,9 +52,9 @@ def build_state(export_dir, quantize: str | None = None, max_batch: int = 32, ma
     info = {"quantization": f"int8 ({backend})" if backend else "none", "weight_bytes": weight_bytes(model),
             "fp32_weight_bytes": fp32_bytes, "kv_cache_bytes": engine.cache.nbytes, "step": export.step,
             "max_batch": max_batch, "max_queue": max_queue, "kv_blocks": engine.cache.blocks,
-            "block_size": block_size, "prefix_caching": prefix_caching}
+            "block_size": block_size, "prefix_caching": prefix_caching, "max_body_bytes": max_body_bytes}
     return ServeState(EngineRunner(engine, metrics), export.tokenizer, export.spec.name, model.max_len, metrics,
-                      api_key, int(time.time()), info)
+                      api_key, int(time.time()), info, max_body_bytes)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
