@@ -33,6 +33,7 @@ class EngineRunner:
         self._stopping = False
         self._steps_allowed: int | None = None   # None: step freely; n: n more steps, then hold
         self.steps = 0                           # engine steps run so far
+        self.rejected = 0                        # submissions refused with QueueFull
         self._thread = threading.Thread(target=self._loop, name="wanka-engine", daemon=True)
         self.error: BaseException | None = None
         self._preempted = self._prefix_hits = 0  # engine counts already in the metrics
@@ -53,6 +54,8 @@ class EngineRunner:
             waiting = self.engine.waiting_for_slot(arriving=len(self._inbox) + len(reqs))
             if waiting > self.engine.config.max_queue:
                 self.metrics.rejected.inc()
+                self.rejected += 1
+                self._cond.notify_all()
                 raise QueueFull(f"{waiting} requests would wait (max_queue {self.engine.config.max_queue})")
             now = time.perf_counter()
             for req in reqs:
