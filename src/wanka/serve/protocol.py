@@ -94,7 +94,7 @@ class CompletionRequest(_Sampling):
     @field_validator("echo", "suffix", "best_of")
     @classmethod
     def _unsupported_here(cls, v):
-        if v and v != 1:
+        if v is True or (v and type(v) is not bool and v != 1):   # True == 1 in Python: echo true is refused
             raise ValueError("to be left out (not supported by this server)")
         return v
 
