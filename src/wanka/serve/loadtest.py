@@ -59,7 +59,10 @@ async def _one(client: httpx.AsyncClient, body: dict) -> dict:
                 if chunk.get("usage"):
                     tokens = chunk["usage"]["completion_tokens"]
     except httpx.HTTPError as exc:
-        return _failure(type(exc).__name__, str(exc) or type(exc).__name__)
+        cause = exc.__cause__ or exc.__context__
+        detail = f"{exc} ({type(cause).__name__}: {cause})" if cause else str(exc)
+        return _failure(type(exc).__name__, f"{detail} after {time.perf_counter() - start:.2f} s, "
+                        f"{'in' if ttft is not None else 'before'} the stream")
     if not done:
         return _failure("stream", "the stream ended without [DONE]")
     return {"ttft_s": ttft, "latency_s": time.perf_counter() - start, "tokens": tokens}
