@@ -137,3 +137,10 @@ def test_rate_limit_is_a_typed_error_with_retry_after(tiny_dir):
             state.runner.release()
             assert len(first.result().choices) == 2
         assert info.value.response.headers["retry-after"] == "1"
+
+
+def test_chat_n_counts_the_prompt_once(cycle_server):
+    out = _client(cycle_server).chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=6, temperature=0, n=2)
+    assert [(c.index, c.message.content) for c in out.choices] == [(0, "万卡"), (1, "万卡")]
+    assert out.usage.prompt_tokens == len("user: hi\nassistant:") + 1 and out.usage.completion_tokens == 12

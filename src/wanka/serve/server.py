@@ -26,6 +26,12 @@ from wanka.serve.quantize import quantize_int8, weight_bytes
 from wanka.serve.runner import EngineRunner
 
 GRACEFUL_SHUTDOWN_S = 30
+# Idle keep-alive connections close after this long. uvicorn's default (5 s) equals httpx's pool
+# keepalive_expiry (5 s, httpx docs "Resource limits"), which the OpenAI client and `wanka loadtest`
+# use: a client could then reuse a connection in the very moment the server closes it, and the
+# request fails with a read error (a soak of 64 streams saw 2 in 633 once). Longer than the client's
+# expiry, the client always drops the idle connection first.
+KEEP_ALIVE_S = 15
 
 
 def build_state(export_dir, quantize: str | None = None, max_batch: int = 32, max_queue: int = 256,
@@ -83,7 +89,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 def make_server(state: ServeState, host: str = "127.0.0.1", port: int = 0) -> tuple[uvicorn.Server, socket.socket]:
     sock = bind_socket(host, port)
-    config = uvicorn.Config(create_app(state), log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    config = uvicorn.Config(create_app(state), log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                            timeout_keep_alive=KEEP_ALIVE_S)
     return uvicorn.Server(config), sock
 
 
