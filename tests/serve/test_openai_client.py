@@ -3,10 +3,9 @@ logprobs, and streams of multi-byte text, each checked against the engine run al
 
 from __future__ import annotations
 
+import openai
 import pytest
 import torch
-
-openai = pytest.importorskip("openai")
 
 from wanka.serve.export import load_export
 from wanka.serve.reference import reference_logits
