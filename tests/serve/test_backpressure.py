@@ -85,3 +85,30 @@ def test_client_disconnect_mid_stream_frees_its_kv_blocks(long_dir, path):
         runner.release()
         done = httpx.post(srv.url + "/v1/completions", json=LONG, timeout=120)   # the server still serves
         assert done.json()["usage"]["completion_tokens"] == 5
+
+
+def test_client_disconnect_before_a_plain_answer_frees_its_kv_blocks(long_dir):
+    """A non-streamed call whose client goes away is aborted too (its handler watches for the disconnect)."""
+    import json
+    import socket
+
+    state = build_state(long_dir, max_batch=2, block_size=16)
+    runner, engine = state.runner, state.runner.engine
+    body = json.dumps({**LONG, "prompt": "x" * 40, "max_tokens": 400}).encode()
+    with start_server(state) as srv:
+        before = engine.cache.used_blocks
+        runner.hold()
+        host, port = srv.url.removeprefix("http://").split(":")
+        conn = socket.create_connection((host, int(port)), timeout=60)
+        conn.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert runner.wait_until(lambda r: r.in_flight == 1)
+        steps = runner.steps
+        runner.release(steps=3)
+        assert runner.wait_until(lambda r: r.steps == steps + 3)
+        assert engine.cache.used_blocks > before and len(engine.running) == 1
+        conn.close()
+        assert runner.wait_until(lambda r: not r.engine.has_work() and r.in_flight == 0)
+        assert engine.cache.used_blocks == before
+        runner.release()
+        assert httpx.post(srv.url + "/v1/completions", json=LONG, timeout=120).json()["usage"]["completion_tokens"] == 5

@@ -17,6 +17,7 @@ engine is down. Streams are Server-Sent Events ending in `data: [DONE]`.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 from contextlib import asynccontextmanager
@@ -112,13 +113,13 @@ def create_app(state: ServeState) -> FastAPI:
         body = P.parse_body(P.CompletionRequest, await _json(request, state.max_body_bytes))
         prompts = [state.tokenizer.encode(p, bos=True) if isinstance(p, str) else _checked_ids(state, p, "prompt")
                    for p in body.prompts()]
-        return await _respond(state, body, _make_call(state, body, prompts, "prompt", 16, chat=False))
+        return await _respond(state, request, body, _make_call(state, body, prompts, "prompt", 16, chat=False))
 
     @app.post("/v1/chat/completions")
     async def chat(request: HttpRequest):
         body = P.parse_body(P.ChatRequest, await _json(request, state.max_body_bytes))
         prompt_ids = state.tokenizer.encode(P.chat_prompt(body.messages), bos=True)
-        return await _respond(state, body, _make_call(state, body, [prompt_ids], "messages", None, chat=True))
+        return await _respond(state, request, body, _make_call(state, body, [prompt_ids], "messages", None, chat=True))
 
     @app.post("/tokenize")
     async def tokenize(request: HttpRequest):
@@ -198,11 +199,27 @@ def _make_call(state: ServeState, body, prompts: list[list[int]], prompt_field: 
                 state.tokenizer)
 
 
-async def _respond(state: ServeState, body, call: Call):
+async def _respond(state: ServeState, request: HttpRequest, body, call: Call):
     queue = submit(state.runner, call)
-    if body.stream:
+    if body.stream:  # Starlette cancels a stream when its client disconnects (StreamingResponse)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(stream(state.runner, call, queue, include_usage), media_type="text/event-stream")
-    return await collect(state.runner, call, queue)
+    # A plain handler is not cancelled on disconnect: watch for it, so the call's requests are
+    # aborted (and their KV blocks freed) instead of running on for nobody.
+    work = asyncio.ensure_future(collect(state.runner, call, queue))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not work.done():
+            work.cancel()   # collect's `finally` aborts every unfinished request of the call
+    if work.cancelled():
+        return Response(status_code=499)   # nginx's "client closed request"; nobody reads it
+    return work.result()
 
 
+async def _disconnected(request: HttpRequest) -> None:
+    """Return when the client has gone (the body has been read, so only http.disconnect comes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
