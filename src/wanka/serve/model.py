@@ -5,7 +5,7 @@ prefill chunk of many tokens or one decode token each). Linear layers run on all
 which is where batching pays on CPU; attention reads each sequence's blocks of the paged KV
 cache (kv_cache.py): all one-token (decode) sequences in one padded call, each prefill chunk in its
 own call.
-Math (CONTRACTS.md): pre-norm blocks, RMSNorm in fp32, rotate-half RoPE, causal attention with
+Math (docs/serve.md "Model math"): pre-norm blocks, RMSNorm in fp32, rotate-half RoPE, causal attention with
 scale 1/sqrt(head_dim), GQA head h -> kv head h // (heads // kv_heads), SwiGLU or erf-GELU FFN,
 softmax-top_k-renormalised MoE router plus shared expert. Parameter names equal the tensor names,
 so `load_state_dict(export.tensors, strict=True)` maps them one to one.

@@ -1,7 +1,7 @@
 """A plain full-sequence forward straight from the contract math: no cache, no batching.
 
 It reads the export tensors by name and spells every step out, so that a test can hold the
-KV-cached, batched `InferenceModel` against an independent reading of CONTRACTS.md.
+KV-cached, batched `InferenceModel` against an independent reading of the model math (docs/serve.md "Model math").
 """
 
 from __future__ import annotations
