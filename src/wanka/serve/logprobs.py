@@ -1,8 +1,8 @@
 """Log-probabilities of generated tokens, and their two OpenAI shapes.
 
 The values are the model's own: log-softmax of the raw logits over the tokenizer's ids (before
-temperature and top-p, as vLLM v1 returns them by default: vllm/v1/sample/sampler.py computes
-"raw logprobs" first). The model's padding ids past the tokenizer's vocabulary can never be sampled
+temperature and top-p, as vLLM v1 returns them by default: vllm/v1/sample/sampler.py, whose
+`logprobs_mode` defaults to "raw_logprobs", computes them first, before any logits processing). The model's padding ids past the tokenizer's vocabulary can never be sampled
 and are left out of the softmax.
 
 Legacy completions (OpenAI API reference, "The completion object", `logprobs`):
