@@ -10,8 +10,10 @@ Legacy completions (OpenAI API reference, "The completion object", `logprobs`):
 Chat completions (OpenAI API reference, "The chat completion object", `choices[].logprobs`):
     {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}], "refusal": None}
 
-A token's string is its text when its bytes are a whole UTF-8 text, else `bytes:\\xe4`, the form
-OpenAI's API uses for a token that holds part of a character; the chat shape also gives the bytes.
+A token's string is its text when its bytes are a whole UTF-8 text, else `bytes:\\xe4` (OpenAI's
+legacy completions have been seen to name partial-character tokens so; no API documents a rule:
+vLLM returns U+FFFD, DeepSeek `\\xe4`, as standardcompletions/rfcs issue #2 compares). Distinct bytes
+keep distinct keys in a top_logprobs dict; the chat shape also gives the exact bytes.
 """
 
 from __future__ import annotations
