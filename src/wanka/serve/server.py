@@ -87,16 +87,36 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def make_server(state: ServeState, host: str = "127.0.0.1", port: int = 0) -> tuple[uvicorn.Server, socket.socket]:
+class Server(uvicorn.Server):
+    """uvicorn's server with events for the moments callers wait on, instead of polling its flags:
+    `ready` (start-up is over: serving, or `should_exit` when it failed) and `stopping` (shutdown
+    has begun: no new connections; the requests in flight drain)."""
+
+    def __init__(self, config: uvicorn.Config):
+        super().__init__(config)
+        self.ready, self.stopping = threading.Event(), threading.Event()
+
+    async def startup(self, sockets=None) -> None:
+        try:
+            await super().startup(sockets)
+        finally:
+            self.ready.set()
+
+    async def shutdown(self, sockets=None) -> None:
+        self.stopping.set()
+        await super().shutdown(sockets)
+
+
+def make_server(state: ServeState, host: str = "127.0.0.1", port: int = 0) -> tuple[Server, socket.socket]:
     sock = bind_socket(host, port)
     config = uvicorn.Config(create_app(state), log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                             timeout_keep_alive=KEEP_ALIVE_S)
-    return uvicorn.Server(config), sock
+    return Server(config), sock
 
 
 @dataclass
 class ServerHandle:
-    server: uvicorn.Server
+    server: Server
     thread: threading.Thread
     url: str
 
@@ -111,11 +131,9 @@ def start_server(state: ServeState, host: str = "127.0.0.1", port: int = 0, star
     server, sock = make_server(state, host, port)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="wanka-uvicorn")
     thread.start()
-    deadline = time.monotonic() + startup_timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
+    if not server.ready.wait(startup_timeout_s) or not server.started:
+        server.should_exit = True
+        raise RuntimeError("uvicorn did not start")
     handle = ServerHandle(server, thread, f"http://{host}:{sock.getsockname()[1]}")
     try:
         yield handle
