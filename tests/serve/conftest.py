@@ -45,3 +45,36 @@ def server(tiny_dir):
 
     with start_server(build_state(tiny_dir, max_batch=8, api_key=API_KEY)) as handle:
         yield handle
+
+
+@pytest.fixture(scope="session")
+def cycle_dir(tmp_path_factory):
+    """tiny with weights that greedily repeat the bytes of "万卡" (3 bytes per character)."""
+    from wanka.serve.fixtures import write_cycle_export
+
+    return write_cycle_export(tmp_path_factory.mktemp("tiny-cycle"), "万卡")
+
+
+@pytest.fixture(scope="module")
+def cycle_server(cycle_dir):
+    from wanka.serve.server import build_state, start_server
+
+    with start_server(build_state(cycle_dir, max_batch=8, api_key=API_KEY)) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="session")
+def run_alone():
+    """run_alone(export, prompt_ids, params) -> the finished Request, run by a fresh engine on its own."""
+    from wanka.serve.engine import Engine, EngineConfig, Request
+    from wanka.serve.model import InferenceModel
+
+    def run(export, prompt_ids, params):
+        engine = Engine(InferenceModel.from_tensors(export.spec, export.tensors), export.tokenizer,
+                        EngineConfig(max_batch=1))
+        req = engine.add_request(Request(list(prompt_ids), params))
+        while engine.has_work():
+            engine.step()
+        return req
+
+    return run

@@ -3,20 +3,23 @@
     GET  /health                 {"status": "ok", ...}
     GET  /metrics                Prometheus text (metrics.py)
     GET  /v1/models              {"object": "list", "data": [{"id": MODEL, "object": "model", ...}]}
-    POST /v1/completions         {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "stream"}
-    POST /v1/chat/completions    {"model", "messages": [{"role", "content"}], ...}
+    POST /v1/completions         {"model", "prompt" (one or a list), "n", "logprobs", "max_tokens", "temperature",
+                                  "top_p", "seed", "stop", "stream", "stream_options"}
+    POST /v1/chat/completions    {"model", "messages": [{"role", "content"}], "n", "logprobs", "top_logprobs", ...}
+    POST /tokenize               {"prompt": str | "messages": [...], "add_special_tokens"} -> {"tokens", "count", "max_model_len"}
+    POST /detokenize             {"tokens": [int]} -> {"prompt": str}
 
 Errors use the OpenAI envelope {"error": {"message", "type", "param", "code"}}: 400 for a bad body
 (the message and `param` name the field), 401 without the API key, 404 for an unknown model,
-429 when the queue is full, 503 while the engine is down. Streams are Server-Sent Events ending in
-`data: [DONE]`.
+413 for a body over `max_body_bytes`, 429 with `Retry-After` when the queue is full, 503 while the
+engine is down. Streams are Server-Sent Events ending in `data: [DONE]`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
-import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -26,9 +29,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wanka.errors import SpecError
 from wanka.serve import protocol as P
-from wanka.serve.engine import QueueFull, Request
+from wanka.serve.engine import Request
+from wanka.serve.generation import Call, HttpError, collect, stream, submit
 from wanka.serve.metrics import ServeMetrics
+from wanka.serve.responses import error_body
 from wanka.serve.runner import EngineRunner
+
+MAX_BODY_BYTES = 1 << 20   # 1 MiB: far above any prompt that fits a context here (a 2048-token prompt is
+                           # ~10 KiB of JSON for token ids), far below what a client could make us buffer
+DRAIN_FACTOR = 16          # an oversized body is read and dropped up to 16 x the limit, then the connection closes
 
 
 @dataclass
@@ -41,15 +50,11 @@ class ServeState:
     api_key: str | None = None
     created: int = 0
     info: dict | None = None          # shown on /health (quantization, weight bytes, ...)
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str, type_: str, param: str | None = None, code: str | None = None):
-        self.status, self.body = status, P.error_body(message, type_, param, code)
+    max_body_bytes: int = MAX_BODY_BYTES
 
 
 def _error(status: int, message: str, type_: str, param=None, code=None) -> JSONResponse:
-    return JSONResponse(P.error_body(message, type_, param, code), status_code=status)
+    return JSONResponse(error_body(message, type_, param, code), status_code=status)
 
 
 def create_app(state: ServeState) -> FastAPI:
@@ -73,7 +78,7 @@ def create_app(state: ServeState) -> FastAPI:
 
     @app.exception_handler(HttpError)
     async def _http_error(request, exc: HttpError):
-        return JSONResponse(exc.body, status_code=exc.status)
+        return JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _route_error(request, exc: StarletteHTTPException):  # unknown path (404), wrong method (405)
@@ -105,112 +110,116 @@ def create_app(state: ServeState) -> FastAPI:
 
     @app.post("/v1/completions")
     async def completions(request: HttpRequest):
-        body = P.parse_body(P.CompletionRequest, await _json(request))
-        prompt_ids = state.tokenizer.encode(body.prompt, bos=True)
-        req = _make_request(state, body, prompt_ids, "prompt", default_max_tokens=16)
-        return await _respond(state, body, req, chat=False)
+        body = P.parse_body(P.CompletionRequest, await _json(request, state.max_body_bytes))
+        prompts = [state.tokenizer.encode(p, bos=True) if isinstance(p, str) else _checked_ids(state, p, "prompt")
+                   for p in body.prompts()]
+        return await _respond(state, request, body, _make_call(state, body, prompts, "prompt", 16, chat=False))
 
     @app.post("/v1/chat/completions")
     async def chat(request: HttpRequest):
-        body = P.parse_body(P.ChatRequest, await _json(request))
+        body = P.parse_body(P.ChatRequest, await _json(request, state.max_body_bytes))
         prompt_ids = state.tokenizer.encode(P.chat_prompt(body.messages), bos=True)
-        req = _make_request(state, body, prompt_ids, "messages", default_max_tokens=None, chat=True)
-        return await _respond(state, body, req, chat=True)
+        return await _respond(state, request, body, _make_call(state, body, [prompt_ids], "messages", None, chat=True))
+
+    @app.post("/tokenize")
+    async def tokenize(request: HttpRequest):
+        body = P.parse_body(P.TokenizeRequest, await _json(request, state.max_body_bytes))
+        _check_model(state, body.model)
+        tokens = state.tokenizer.encode(body.text(), bos=body.add_special_tokens)
+        return {"tokens": tokens, "count": len(tokens), "max_model_len": state.context_len}
+
+    @app.post("/detokenize")
+    async def detokenize(request: HttpRequest):
+        body = P.parse_body(P.DetokenizeRequest, await _json(request, state.max_body_bytes))
+        _check_model(state, body.model)
+        return {"prompt": state.tokenizer.decode(_checked_ids(state, body.tokens, "tokens"))}
 
     return app
 
 
-async def _json(request: HttpRequest) -> object:
+async def _json(request: HttpRequest, limit: int) -> object:
+    """The body as JSON; 413 past `limit` bytes, 400 when it is not JSON. An oversized body is read
+    on and dropped (up to DRAIN_FACTOR x limit; memory stays at `limit`) so that the client, which
+    sends its whole body before it reads, gets the 413 instead of a reset connection."""
+    declared = request.headers.get("content-length", "")
+    too_big = HttpError(413, f"body: expected at most {limit} bytes", "invalid_request_error", "body",
+                        "request_too_large")
+    if declared.isdigit() and int(declared) > DRAIN_FACTOR * limit:
+        raise too_big
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+        elif size > DRAIN_FACTOR * limit:
+            break
+    if size > limit:
+        raise too_big
     try:
-        return json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return json.loads(b"".join(chunks))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise SpecError("body", "valid JSON") from None
 
 
-def _make_request(state: ServeState, body, prompt_ids: list[int], prompt_field: str,
-                  default_max_tokens: int | None, chat: bool = False) -> Request:
-    if body.model != state.model_id:
-        raise HttpError(404, f"model: expected {state.model_id!r} (see /v1/models), got {body.model!r}",
+def _check_model(state: ServeState, model: str | None) -> None:
+    if model is not None and model != state.model_id:
+        raise HttpError(404, f"model: expected {state.model_id!r} (see /v1/models), got {model!r}",
                         "invalid_request_error", "model", "model_not_found")
-    room = state.context_len - len(prompt_ids)
-    if room < 1:
-        raise SpecError(prompt_field, f"at most {state.context_len - 1} tokens (context {state.context_len})",
-                        f"{len(prompt_ids)} tokens")
-    max_tokens = body.max_tokens or min(default_max_tokens or room, room)
-    if max_tokens > room:
-        raise SpecError("max_tokens", f"at most {room} (context {state.context_len} - {len(prompt_ids)} prompt tokens)",
-                        max_tokens)
-    return Request(prompt_ids, body.sampling(max_tokens, (P.CHAT_STOP,) if chat else ()))
 
 
-def _submit(state: ServeState, req: Request):
-    try:
-        return state.runner.submit(req)
-    except QueueFull as exc:
-        raise HttpError(429, f"server busy: {exc}; retry later", "rate_limit_error", code="rate_limit_exceeded") from None
+def _checked_ids(state: ServeState, ids: list[int], field: str) -> list[int]:
+    vocab = state.tokenizer.vocab_size
+    bad = next((t for t in ids if not 0 <= t < vocab), None)
+    if bad is not None:
+        raise SpecError(field, f"token ids in 0..{vocab - 1}", bad)
+    return list(ids)
 
 
-async def _next(queue):
-    item = await queue.get()
-    if isinstance(item, QueueFull):  # lost a race for the last queue place inside the engine thread
-        raise HttpError(429, f"server busy: {item}; retry later", "rate_limit_error", code="rate_limit_exceeded")
-    if isinstance(item, BaseException):
-        raise HttpError(503, f"engine failed: {item}", "server_error", code="engine_failed")
-    return item
+def _make_call(state: ServeState, body, prompts: list[list[int]], prompt_field: str,
+               default_max_tokens: int | None, chat: bool) -> Call:
+    _check_model(state, body.model)
+    capacity = state.runner.engine.config.max_batch + state.runner.engine.config.max_queue
+    if len(prompts) * body.n > capacity:
+        raise SpecError("n", f"prompts x n at most {capacity} (max_batch + max_queue of this server)",
+                        f"{len(prompts)} x {body.n}")
+    reqs = []
+    for i, ids in enumerate(prompts):
+        room = state.context_len - len(ids)
+        if room < 1:
+            raise SpecError(prompt_field, f"at most {state.context_len - 1} tokens (context {state.context_len})",
+                            f"{len(ids)} tokens")
+        max_tokens = body.max_tokens or min(default_max_tokens or room, room)
+        if max_tokens > room:
+            raise SpecError("max_tokens", f"at most {room} (context {state.context_len} - {len(ids)} prompt tokens)",
+                            max_tokens)
+        for j in range(body.n):
+            extra_stop = (P.CHAT_STOP,) if chat else ()
+            reqs.append(Request(ids, body.sampling(max_tokens, j, extra_stop), index=i * body.n + j))
+    return Call(reqs, sum(len(p) for p in prompts), chat, body.top_logprobs_wanted() is not None, state.model_id,
+                state.tokenizer)
 
 
-async def _respond(state: ServeState, body, req: Request, chat: bool):
-    queue = _submit(state, req)
-    rid = P.new_id("chatcmpl" if chat else "cmpl")
-    if body.stream:
+async def _respond(state: ServeState, request: HttpRequest, body, call: Call):
+    queue = submit(state.runner, call)
+    if body.stream:  # Starlette cancels a stream when its client disconnects (StreamingResponse)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(_stream(state, req, queue, rid, chat, include_usage), media_type="text/event-stream")
-    text, done = [], False
+        return StreamingResponse(stream(state.runner, call, queue, include_usage), media_type="text/event-stream")
+    # A plain handler is not cancelled on disconnect: watch for it, so the call's requests are
+    # aborted (and their KV blocks freed) instead of running on for nobody.
+    work = asyncio.ensure_future(collect(state.runner, call, queue))
+    gone = asyncio.ensure_future(_disconnected(request))
     try:
-        while not done:
-            delta = await _next(queue)
-            text.append(delta.text)
-            done = delta.finished
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        if not done:  # the client went away or the handler was cancelled
-            state.runner.abort(req)
-    use = P.usage(len(req.prompt_ids), len(req.output_ids))
-    if chat:
-        return P.chat_object(rid, state.model_id, "".join(text), req.finish_reason, use)
-    return P.completion_object(rid, state.model_id, "".join(text), req.finish_reason, use)
+        gone.cancel()
+        if not work.done():
+            work.cancel()   # collect's `finally` aborts every unfinished request of the call
+    if work.cancelled():
+        return Response(status_code=499)   # nginx's "client closed request"; nobody reads it
+    return work.result()
 
 
-def _sse(obj: dict) -> str:
-    return f"data: {json.dumps(obj)}\n\n"
-
-
-async def _stream(state: ServeState, req: Request, queue, rid: str, chat: bool, include_usage: bool):
-    model, done = state.model_id, False
-    try:
-        if chat:
-            yield _sse(P.chat_chunk(rid, model, {"role": "assistant", "content": ""}, None))
-        while not done:
-            try:
-                delta = await _next(queue)
-            except HttpError as exc:
-                yield _sse(exc.body)
-                break
-            done = delta.finished
-            finish = req.finish_reason if done else None
-            if not delta.text and not done:
-                continue
-            if chat:
-                yield _sse(P.chat_chunk(rid, model, {"content": delta.text} if delta.text else {}, finish))
-            else:
-                yield _sse(P.completion_object(rid, model, delta.text, finish, None, chunk=True))
-        if include_usage and done:
-            use = P.usage(len(req.prompt_ids), len(req.output_ids))
-            if chat:
-                yield _sse(P.chat_chunk(rid, model, {}, None, use, no_choices=True))
-            else:
-                yield _sse({"id": rid, "object": "text_completion", "created": int(time.time()),
-                            "model": model, "choices": [], "usage": use})
-        yield "data: [DONE]\n\n"
-    finally:
-        if not done:
-            state.runner.abort(req)
+async def _disconnected(request: HttpRequest) -> None:
+    """Return when the client has gone (the body has been read, so only http.disconnect comes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

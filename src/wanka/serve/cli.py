@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--kv-blocks", type=int, default=None,
                    help="KV-cache blocks (default: max-batch full-length contexts); fewer blocks than "
                         "running requests need preempts the newest, which recomputes later")
+    s.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger request bodies get HTTP 413")
     s.add_argument("--no-prefix-caching", action="store_true",
                    help="do not reuse the KV blocks of a prefix another request already computed")
     json_flag(s)
@@ -40,7 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     lt = sub.add_parser("loadtest", help="measure throughput and latency of a running server")
     lt.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8000")
     lt.add_argument("--concurrency", default="1,8,32", help="comma-separated levels")
-    lt.add_argument("--requests", type=int, default=32, help="requests per concurrency level")
+    lt.add_argument("--requests", type=int, default=None,
+                    help="requests per concurrency level (default 32, or unbounded with --duration)")
+    lt.add_argument("--duration", type=float, default=None,
+                    help="seconds per concurrency level (a soak); with --requests, whichever ends first")
     lt.add_argument("--max-tokens", type=int, default=32, help="tokens generated per request")
     lt.add_argument("--api-key", default=None)
     json_flag(lt)
@@ -51,7 +55,8 @@ def cmd_serve(args):
     from wanka.serve.server import build_state, make_server
 
     state = build_state(args.model, args.quantize, args.max_batch, args.max_queue, args.max_batched_tokens,
-                        args.api_key, args.block_size, args.kv_blocks, not args.no_prefix_caching)
+                        args.api_key, args.block_size, args.kv_blocks, not args.no_prefix_caching,
+                        args.max_body_bytes)
     server, sock = make_server(state, args.host, args.port)
     url = f"http://{args.host}:{sock.getsockname()[1]}"
     info = {"url": url, "model": state.model_id, **(state.info or {})}
@@ -79,23 +84,26 @@ def cmd_serve(args):
 def cmd_loadtest(args):
     from wanka.serve.loadtest import parse_concurrency, run_loadtest
 
-    result = run_loadtest(args.url, parse_concurrency(args.concurrency), args.requests, args.max_tokens,
-                          api_key=args.api_key)
+    requests = args.requests if args.requests is not None or args.duration is not None else 32
+    result = run_loadtest(args.url, parse_concurrency(args.concurrency), requests, args.max_tokens,
+                          api_key=args.api_key, duration_s=args.duration)
 
     def render(console: Console) -> None:
-        cols = ["C", "requests", "errors", "tokens/s", "req/s", "TTFT p50 ms", "TTFT p99 ms", "lat p50 s", "lat p99 s"]
+        cols = ["C", "requests", "rejected (429)", "errors", "tokens/s", "req/s", "TTFT p50 ms", "TTFT p99 ms",
+                "lat p50 s", "lat p99 s"]
 
         def ms(v):
             return None if v is None else v * 1e3
 
-        rows = [[r["concurrency"], r["requests"], r["errors"], r["tokens_per_s"], r["requests_per_s"],
+        rows = [[r["concurrency"], r["requests"], r["rejected"], r["errors"], r["tokens_per_s"], r["requests_per_s"],
                  ms(r["ttft_p50_s"]), ms(r["ttft_p99_s"]), r["latency_p50_s"], r["latency_p99_s"]]
                 for r in result["levels"]]
         console.print(table(f"wanka loadtest {result['url']} ({result['model']}, {result['max_tokens']} tokens each)",
                             cols, rows))
         for r in result["levels"]:
             if r["first_error"]:
-                console.print(f"concurrency {r['concurrency']}: {r['errors']} error(s), first: {r['first_error']}",
+                console.print(f"concurrency {r['concurrency']}: {r['errors']} error(s), {r['rejected']} rejected, "
+                              f"first: {r['first_error']}",
                               markup=False, highlight=False)
 
     return result, render

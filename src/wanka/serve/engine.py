@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from wanka.serve.kv_cache import chain_hash
+from wanka.serve.logprobs import TokenLogprob, token_logprob
 from wanka.serve.model import BatchLayout, InferenceModel
 from wanka.serve.sampling import SamplingParams, new_generator, sample_token
 
@@ -40,6 +41,7 @@ class Request:
     prompt_ids: list[int]
     params: SamplingParams
     id: str = ""
+    index: int = 0                  # its choice index in the HTTP response (prompt i, sample j -> i * n + j)
     output_ids: list[int] = field(default_factory=list)
     text: str = ""                  # generated text so far, cut at a stop string when one matched
     emitted_chars: int = 0          # how much of `text` has been handed out as deltas
@@ -54,6 +56,7 @@ class Request:
     finish_s: float | None = None
     generator: torch.Generator | None = None
     decoder: codecs.IncrementalDecoder | None = None   # bytes -> text, holding a partial UTF-8 character
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output token when params.logprobs
 
     @property
     def all_ids(self) -> list[int]:
@@ -68,6 +71,7 @@ class Delta:
     token_ids: list[int]
     text: str
     finished: bool
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass
@@ -210,13 +214,18 @@ class Engine:
             token = sample_token(logits[k], req.params, req.generator)
             k += 1
             req.first_token_s = req.first_token_s or now
-            deltas.append(self._append(req, token, now))
+            deltas.append(self._append(req, token, now, logits[k - 1]))
         return deltas
 
     # ---- finishing ----
-    def _append(self, req: Request, token: int, now: float) -> Delta:
+    def _append(self, req: Request, token: int, now: float, logits: torch.Tensor | None = None) -> Delta:
         req.output_ids.append(token)
         p, reason, matched_stop = req.params, None, False
+        new_logprobs = []
+        if p.logprobs is not None and logits is not None:
+            # text_offset: where the token's text starts; a byte continuing a character points at its start
+            new_logprobs.append(token_logprob(logits, token, p.logprobs, len(req.text)))
+            req.logprobs.extend(new_logprobs)
         if token == self.tokenizer.eos_id and not p.ignore_eos:
             reason = "stop"
         else:
@@ -231,7 +240,7 @@ class Engine:
             if not matched_stop:
                 req.text += req.decoder.decode(b"", final=True)  # a dangling partial character
             self._finish(req, reason, now)
-        return Delta(req, [token], self._take_text(req), reason is not None)
+        return Delta(req, [token], self._take_text(req), reason is not None, new_logprobs)
 
     def _take_text(self, req: Request) -> str:
         """New text, holding back only a tail that is the start of a stop string (and so may still grow

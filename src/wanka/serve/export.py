@@ -1,5 +1,4 @@
-"""Read and validate a `wanka export` directory (docs/serve.md "Export directory"; this module
-is the reader that defines what a valid one is).
+"""Read and validate a `wanka export` directory (docs/serve.md "Export directory").
 
     DIR/config.json        {"format": "wanka-export-v1", "model": {...ModelSpec...}, "dtype": "float32",
                             "step": int, "params_sha256": hex, "tokenizer": "tokenizer.json"}
@@ -147,9 +146,9 @@ def check_tensors(tensors: dict[str, torch.Tensor], spec: ModelSpec, source: str
 def params_sha256(tensors: dict[str, torch.Tensor]) -> str:
     """sha256 over the tensors in name order: each name's UTF-8 bytes, then its raw fp32 bytes.
 
-    This is how `wanka export` fills config.json's params_sha256 (wanka.train.state.sha256_of);
-    The recipe is restated here (the serve side reads no training code) and tested against a
-    training-side export in tests/serve/test_train_parity.py.
+    This is how `wanka export` fills config.json's params_sha256 (wanka.train.state.sha256_of); the
+    recipe is restated here and tested against a training-side export in
+    tests/serve/test_train_parity.py.
     """
     h = hashlib.sha256()
     for name in sorted(tensors):

@@ -49,3 +49,36 @@ def write_random_export(path: str | Path, preset: str = "tiny", seed: int = 0, *
     """A `preset` model (with ModelSpec `overrides`) with seeded random weights, written to `path`."""
     spec = load_model(preset, **overrides)
     return write_export(path, spec, random_tensors(spec, seed))
+
+
+def cycle_tensors(spec: ModelSpec, text: str) -> dict[str, torch.Tensor]:
+    """Weights under which greedy decoding emits the UTF-8 bytes of `text` over and over.
+
+    Every block adds nothing (attention `wo` and FFN `w2` are zero, so the residual stream is the
+    token's embedding). Byte i of the cycle embeds as basis vector e_i and every other token as
+    e_m (m = cycle length); the output row of the byte that follows byte i reads e_i, and the first
+    byte's row reads e_m. After RMSNorm a basis vector becomes sqrt(hidden) * e_i, so the next byte
+    leads every other logit by sqrt(hidden) (11.3 for hidden 128): greedy decoding is exact.
+    A multi-byte `text` ("万卡") makes a model whose every character spans several tokens."""
+    cycle = list(text.encode("utf-8"))
+    if len(set(cycle)) != len(cycle) or len(cycle) >= spec.hidden:
+        raise ValueError(f"text: expected distinct bytes, fewer than hidden={spec.hidden}, got {text!r}")
+    if spec.tied_embeddings:
+        raise ValueError("spec.tied_embeddings: expected false (the output rows differ from the embeddings)")
+    out = {name: (torch.ones(shape) if len(shape) == 1 else torch.zeros(shape))
+           for name, shape in expected_shapes(spec).items()}
+    m = len(cycle)
+    emb, head = out["tok_embeddings.weight"], out["output.weight"]
+    emb[:, m] = 1.0
+    for i, byte in enumerate(cycle):
+        emb[byte].zero_()
+        emb[byte, i] = 1.0
+        head[cycle[(i + 1) % m], i] = 1.0
+    head[cycle[0], m] = 1.0
+    return out
+
+
+def write_cycle_export(path: str | Path, text: str = "万卡", preset: str = "tiny") -> Path:
+    """An export of `preset` that greedily repeats `text` (see cycle_tensors)."""
+    spec = load_model(preset)
+    return write_export(path, spec, cycle_tensors(spec, text))

@@ -1,8 +1,7 @@
 """A plain full-sequence forward straight from the contract math: no cache, no batching.
 
 It reads the export tensors by name and spells every step out, so that a test can hold the
-KV-cached, batched `InferenceModel` against an independent reading of the export contract
-(docs/serve.md "Export directory" and "Model math").
+KV-cached, batched `InferenceModel` against an independent reading of the model math (docs/serve.md "Model math").
 """
 
 from __future__ import annotations

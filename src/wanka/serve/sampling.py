@@ -19,6 +19,7 @@ class SamplingParams:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
+    logprobs: int | None = None       # None: none; k >= 0: the sampled token's logprob and the top k
 
 
 def new_generator(seed: int | None) -> torch.Generator:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from wanka.errors import SpecError
-from wanka.serve.app import ServeState, create_app
+from wanka.serve.app import MAX_BODY_BYTES, ServeState, create_app
 from wanka.serve.engine import Engine, EngineConfig
 from wanka.serve.export import load_export
 from wanka.serve.metrics import ServeMetrics
@@ -26,16 +26,23 @@ from wanka.serve.quantize import quantize_int8, weight_bytes
 from wanka.serve.runner import EngineRunner
 
 GRACEFUL_SHUTDOWN_S = 30
+# Idle keep-alive connections close after this long. uvicorn's default (5 s) equals httpx's pool
+# keepalive_expiry (5 s, httpx docs "Resource limits"), which the OpenAI client and `wanka loadtest`
+# use: a client could then reuse a connection in the very moment the server closes it, and the
+# request fails with a read error (a soak of 64 streams saw 2 in 633 once). Longer than the client's
+# expiry, the client always drops the idle connection first.
+KEEP_ALIVE_S = 15
 
 
 def build_state(export_dir, quantize: str | None = None, max_batch: int = 32, max_queue: int = 256,
                 max_batched_tokens: int = 512, api_key: str | None = None, block_size: int = 64,
-                kv_blocks: int | None = None, prefix_caching: bool = True) -> ServeState:
+                kv_blocks: int | None = None, prefix_caching: bool = True,
+                max_body_bytes: int = MAX_BODY_BYTES) -> ServeState:
     if quantize not in (None, "none", "int8"):
         raise SpecError("--quantize", "int8 or none", quantize)
     for flag, value in (("--max-batch", max_batch), ("--max-queue", max_queue),
                         ("--max-batched-tokens", max_batched_tokens), ("--block-size", block_size),
-                        ("--kv-blocks", 1 if kv_blocks is None else kv_blocks)):
+                        ("--kv-blocks", 1 if kv_blocks is None else kv_blocks), ("--max-body-bytes", max_body_bytes)):
         if value < 1:
             raise SpecError(flag, "a positive integer", value)
     export = load_export(export_dir)
@@ -51,9 +58,9 @@ def build_state(export_dir, quantize: str | None = None, max_batch: int = 32, ma
     info = {"quantization": f"int8 ({backend})" if backend else "none", "weight_bytes": weight_bytes(model),
             "fp32_weight_bytes": fp32_bytes, "kv_cache_bytes": engine.cache.nbytes, "step": export.step,
             "max_batch": max_batch, "max_queue": max_queue, "kv_blocks": engine.cache.blocks,
-            "block_size": block_size, "prefix_caching": prefix_caching}
+            "block_size": block_size, "prefix_caching": prefix_caching, "max_body_bytes": max_body_bytes}
     return ServeState(EngineRunner(engine, metrics), export.tokenizer, export.spec.name, model.max_len, metrics,
-                      api_key, int(time.time()), info)
+                      api_key, int(time.time()), info, max_body_bytes)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -80,15 +87,36 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def make_server(state: ServeState, host: str = "127.0.0.1", port: int = 0) -> tuple[uvicorn.Server, socket.socket]:
+class Server(uvicorn.Server):
+    """uvicorn's server with events for the moments callers wait on, instead of polling its flags:
+    `ready` (start-up is over: serving, or `should_exit` when it failed) and `stopping` (shutdown
+    has begun: no new connections; the requests in flight drain)."""
+
+    def __init__(self, config: uvicorn.Config):
+        super().__init__(config)
+        self.ready, self.stopping = threading.Event(), threading.Event()
+
+    async def startup(self, sockets=None) -> None:
+        try:
+            await super().startup(sockets)
+        finally:
+            self.ready.set()
+
+    async def shutdown(self, sockets=None) -> None:
+        self.stopping.set()
+        await super().shutdown(sockets)
+
+
+def make_server(state: ServeState, host: str = "127.0.0.1", port: int = 0) -> tuple[Server, socket.socket]:
     sock = bind_socket(host, port)
-    config = uvicorn.Config(create_app(state), log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-    return uvicorn.Server(config), sock
+    config = uvicorn.Config(create_app(state), log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                            timeout_keep_alive=KEEP_ALIVE_S)
+    return Server(config), sock
 
 
 @dataclass
 class ServerHandle:
-    server: uvicorn.Server
+    server: Server
     thread: threading.Thread
     url: str
 
@@ -103,11 +131,9 @@ def start_server(state: ServeState, host: str = "127.0.0.1", port: int = 0, star
     server, sock = make_server(state, host, port)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="wanka-uvicorn")
     thread.start()
-    deadline = time.monotonic() + startup_timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
+    if not server.ready.wait(startup_timeout_s) or not server.started:
+        server.should_exit = True
+        raise RuntimeError("uvicorn did not start")
     handle = ServerHandle(server, thread, f"http://{host}:{sock.getsockname()[1]}")
     try:
         yield handle
