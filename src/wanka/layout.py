@@ -157,22 +157,19 @@ def _parse_value(key: str, raw: str, field: str) -> object:
     return raw.lower()
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)  # True is an int to Python, not a degree
-
-
 def check_layout_fields(lay: Layout, field: str = "layout") -> None:
     """One-field checks (types, ranges, names) of a Layout; cross-field ones need the GPU count
     and live in ResolvedLayout."""
+    # type(v) is int: True is an int to Python, not a degree (and this runs for every searched layout)
     for key in _DEGREES:
         value = getattr(lay, key)
-        if not _is_int(value) or value < 1:
+        if type(value) is not int or value < 1:
             raise SpecError(f"{field}.{key}", "an integer >= 1", value)
     for key in _OPTIONAL_DEGREES:
         value = getattr(lay, key)
-        if value is not None and (not _is_int(value) or value < 1):
+        if value is not None and (type(value) is not int or value < 1):
             raise SpecError(f"{field}.{key}", "an integer >= 1 (or omitted)", value)
-    if not _is_int(lay.zero) or lay.zero not in (0, 1, 2, 3):
+    if type(lay.zero) is not int or lay.zero not in (0, 1, 2, 3):
         raise SpecError(f"{field}.zero", "0, 1, 2 or 3", lay.zero)
     if lay.recompute not in RECOMPUTE:
         raise SpecError(f"{field}.recompute", " | ".join(RECOMPUTE), lay.recompute)

@@ -114,19 +114,25 @@ class ResolvedLayout(Layout):
                 "pp": self.pp,
                 "etp": self.expert_tp, "ep": self.ep, "expert_dp": self.expert_dp}
 
+    @cached_property
+    def _groups(self) -> dict[str, tuple[int, int]]:
+        out = {}
+        for kind, dims in GROUP_DIMS.items():
+            order = EXPERT_ORDER if dims[0] in EXPERT_ORDER else DENSE_ORDER
+            stride = size = 1
+            for d in order[: order.index(dims[0])]:  # the dimensions inside the group's first one
+                stride *= self._dims[d]
+            for d in dims:
+                size *= self._dims[d]
+            out[kind] = (size, stride)
+        return out
+
     def group(self, kind: str) -> tuple[int, int]:
         """(size, stride) of the `kind` group (GROUP_KINDS) in the rank order above."""
-        if kind not in GROUP_DIMS:
-            raise SpecError("group", " | ".join(GROUP_KINDS), kind)
-        dims = GROUP_DIMS[kind]
-        order = EXPERT_ORDER if dims[0] in EXPERT_ORDER else DENSE_ORDER
-        stride = 1
-        for d in order[: order.index(dims[0])]:
-            stride *= self._dims[d]
-        size = 1
-        for d in dims:
-            size *= self._dims[d]
-        return size, stride
+        try:
+            return self._groups[kind]
+        except KeyError:
+            raise SpecError("group", " | ".join(GROUP_KINDS), kind) from None
 
     def coords(self, rank: int, expert: bool = False) -> dict[str, int]:
         """Coordinates of `rank` in the dense (or expert) order, innermost first."""
