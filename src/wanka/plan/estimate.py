@@ -21,6 +21,7 @@ from wanka.layout import Layout
 from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
+from wanka.plan.uncertainty import mechanism_class
 from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
 from wanka.plan.zero3 import zero3_microbatch_s
 from wanka.workload.flops import model_flops_per_token
@@ -47,13 +48,26 @@ class Estimate:
     breakdown: dict[str, float] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
     cluster_ref: Cluster | None = field(default=None, repr=False, compare=False)  # for whole_run
+    mechanism: str = "dense"  # uncertainty class (wanka.plan.uncertainty.mechanism_class)
+
+    def uncertainty(self) -> dict | None:
+        """p10/p90 of tokens/s per GPU and step time from the validation residuals of this
+        prediction's mechanism class (wanka.plan.uncertainty); None without a residual table."""
+        from wanka.plan.uncertainty import interval
+
+        iv = interval(self.mechanism)
+        if iv is None:
+            return None
+        return {"class": iv.mechanism, "residual_rows": iv.rows,
+                "tokens_per_s_per_gpu": iv.rate(self.tokens_per_s_per_gpu), "step_time_s": iv.duration(self.step_time_s)}
 
     def to_dict(self) -> dict:
         return {"model": self.model, "cluster": self.cluster, "gpus": self.gpus, "layout": str(self.layout),
                 "seq_len": self.seq_len, "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
                 "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu, "mfu": self.mfu, "hfu": self.hfu,
                 "tflops_per_gpu": self.tflops_per_gpu, "memory_GB_per_gpu": self.memory_GB_per_gpu,
-                "fits": self.fits, "breakdown": dict(self.breakdown), "memory": dict(self.memory)}
+                "fits": self.fits, "breakdown": dict(self.breakdown), "memory": dict(self.memory),
+                "uncertainty": self.uncertainty()}
 
 
 def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int | None = None,
@@ -169,7 +183,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         memory_GB_per_gpu=mem.total_GiB, fits=fits(mem, gpu.hbm_GB), breakdown=breakdown,
         memory={"weights": mem.weights_GiB, "gradients": mem.gradients_GiB, "optimizer": mem.optimizer_GiB,
                 "activations": mem.activations_GiB, "buffers": mem.buffers_GiB},
-        cluster_ref=cluster,
+        cluster_ref=cluster, mechanism=mechanism_class(model, lay, opts),
     )
 
 
