@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _framework_flags(p)
     json_flag(p)
     p.set_defaults(func=cmd_plan)
-    psub = p.add_subparsers(dest="plan_command", metavar="{scale,validate}")
+    psub = p.add_subparsers(dest="plan_command", metavar="{scale,validate,calibrate}")
     v = psub.add_parser("validate", help="price published runs (a JSON file of rows) and report the error")
     v.add_argument("--runs", help="JSON list of runs with architecture/hardware/parallelism/result "
                    "(the schema of the built-in `calibration` set), or a built-in set: calibration, dgxc")
@@ -91,6 +91,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="exit 1 when a compared row's |error| exceeds F (e.g. 0.3)")
     json_flag(v)
     v.set_defaults(func=cmd_validate)
+    from wanka.plan.calibrate_cli import register as register_calibrate
+
+    register_calibrate(psub)
     s = psub.add_parser("scale", help="efficiency of the best layout against cluster size")
     _common(s)
     s.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 1024,2048,4096")
