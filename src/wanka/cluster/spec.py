@@ -79,7 +79,7 @@ class EfficiencySpec(_Strict):
     """Calibrated multipliers on the planner's global efficiency constants for this cluster
     (wanka.plan.efficiency GEMM_EFFICIENCY, ATTENTION_EFFICIENCY, HBM_EFFICIENCY and the comm
     layer's LINK_EFFICIENCY_*); written by `wanka plan calibrate`, 1.0 = the built-in constant.
-    A scaled efficiency never exceeds 1 (the datasheet peak)."""
+    A scaled efficiency above 1 means the stated peak is below what the hardware reaches."""
 
     gemm: float = Field(default=1.0, gt=0, le=20)
     attention: float = Field(default=1.0, gt=0, le=20)

@@ -45,9 +45,9 @@ def _level_lat_us(cluster: "Cluster", i: int, algo: str, proto: int) -> float:
 
 
 def _eff(cluster: "Cluster", i: int) -> float:
-    """Achieved fraction of a level's link bandwidth; a calibrated profile scales it (at most 1)."""
+    """Achieved fraction of a level's link bandwidth; a calibrated profile scales it."""
     base = K.LINK_EFFICIENCY_SCALE_UP if i == 0 else K.LINK_EFFICIENCY_NET
-    return min(1.0, base * getattr(cluster, "network_efficiency_scale", 1.0))
+    return base * getattr(cluster, "network_efficiency_scale", 1.0)
 
 
 def _ring_busbw_GBps(cluster: "Cluster", g: Group) -> float:

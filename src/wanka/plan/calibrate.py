@@ -15,7 +15,7 @@ layout and world size, metrics.jsonl for step times: the median after WARMUP_STE
 priced on the given cluster resized to the run's GPU count.
 
 Fit: minimise the mean squared ln(predicted / measured step time) plus RIDGE * sum(ln scale)^2
-over ln(scale) in [ln 1/20, ln 20], by coordinate descent (a coarse grid then golden-section per
+over ln(scale) in [ln 1/100, ln 20], by coordinate descent (a coarse grid then golden-section per
 constant; the first round over the whole range, the next ones in a window
 halving each round around the best, ROUNDS rounds). The ridge is an assumption: it keeps a constant the runs cannot see (the
 network, for runs on one GPU) at the value it had. Error before/after is leave-one-out (k-fold with
@@ -40,7 +40,7 @@ RIDGE = 1e-3
 ROUNDS = 6
 LOO_MAX = 12
 FOLDS = 5
-BOUND = math.log(20.0)
+LOW, HIGH = math.log(0.01), math.log(20.0)  # search range of a multiplier (1/100 reaches a CPU's 'GPU')
 
 
 @dataclass(frozen=True)
@@ -224,8 +224,9 @@ def fit(pricer: Pricer, runs: list[MeasuredRun], constants: tuple[str, ...]) -> 
         for k in constants:
             def f(x, k=k):
                 return _loss(pricer, runs, {**scales, k: math.exp(x)}, pricer.start)
-            here, half = math.log(scales[k]), BOUND if rnd == 0 else 0.5 / 2 ** (rnd - 1)
-            scales[k] = math.exp(_argmin_1d(f, max(-BOUND, here - half), min(BOUND, here + half)))
+            here, half = math.log(scales[k]), 0.5 / 2 ** (rnd - 1)
+            lo, hi = (LOW, HIGH) if rnd == 0 else (max(LOW, here - half), min(HIGH, here + half))
+            scales[k] = math.exp(_argmin_1d(f, lo, hi))
     return scales
 
 
