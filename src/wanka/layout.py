@@ -14,7 +14,9 @@ size inside dp, default all of dp when zero=3). Batch: mbs (sequences per micro-
 optimizer states, 2 = + gradients, 3 = + parameters, i.e. FSDP), recompute none|selective|full.
 precision bf16|fp16|fp8|fp32. sp (sequence parallel) defaults to true when tp > 1.
 
-Ranks map onto the cluster hierarchy with tp innermost, then cp, ep (inside dp), dp, pp outermost.
+Every field is checked on construction (SpecError 'layout.<key>'); resolve(gpus, model) gives the
+ResolvedLayout (wanka.resolved_layout) that owns dp, micro-batches, expert_dp and the rank order
+(Megatron-Core's: tp innermost, then cp, dp, pp; experts etp, ep, expert_dp, pp).
 """
 
 from __future__ import annotations
