@@ -114,25 +114,34 @@ class ResolvedLayout(Layout):
                 "pp": self.pp,
                 "etp": self.expert_tp, "ep": self.ep, "expert_dp": self.expert_dp}
 
-    @cached_property
-    def _groups(self) -> dict[str, tuple[int, int]]:
-        out = {}
-        for kind, dims in GROUP_DIMS.items():
-            order = EXPERT_ORDER if dims[0] in EXPERT_ORDER else DENSE_ORDER
-            stride = size = 1
-            for d in order[: order.index(dims[0])]:  # the dimensions inside the group's first one
-                stride *= self._dims[d]
-            for d in dims:
-                size *= self._dims[d]
-            out[kind] = (size, stride)
-        return out
-
     def group(self, kind: str) -> tuple[int, int]:
-        """(size, stride) of the `kind` group (GROUP_KINDS) in the rank order above."""
-        try:
-            return self._groups[kind]
-        except KeyError:
-            raise SpecError("group", " | ".join(GROUP_KINDS), kind) from None
+        """(size, stride) of the `kind` group (GROUP_KINDS): the closed form of members(); the
+        stride is the product of the dimensions inside the group's first one in its order."""
+        tp, cp, dp, etp = self.tp, self.cp, self.dp, self.expert_tp
+        if kind == "tp":
+            return tp, 1
+        if kind == "cp":
+            return cp, tp
+        if kind == "dp":
+            return dp, tp * cp
+        if kind == "dp_cp":
+            return dp * cp, tp
+        if kind == "pp":
+            return self.pp, tp * cp * dp
+        if kind == "etp":
+            return etp, 1
+        if kind == "ep":
+            return self.ep, etp
+        if kind == "expert_dp":
+            return self.expert_dp, etp * self.ep
+        shard = self.dp_shard_size
+        if kind == "dp_shard":
+            return shard, tp * cp
+        if kind == "dp_shard_cp":
+            return shard * cp, tp
+        if kind == "dp_replicate":
+            return dp // shard, tp * cp * shard
+        raise SpecError("group", " | ".join(GROUP_KINDS), kind)
 
     def coords(self, rank: int, expert: bool = False) -> dict[str, int]:
         """Coordinates of `rank` in the dense (or expert) order, innermost first."""
