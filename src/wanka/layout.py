@@ -14,22 +14,27 @@ size inside dp, default all of dp when zero=3). Batch: mbs (sequences per micro-
 optimizer states, 2 = + gradients, 3 = + parameters, i.e. FSDP), recompute none|selective|full.
 precision bf16|fp16|fp8|fp32. sp (sequence parallel) defaults to true when tp > 1.
 
-Ranks map onto the cluster hierarchy with tp innermost, then cp, ep (inside dp), dp, pp outermost.
+Every field is checked on construction (SpecError 'layout.<key>'); resolve(gpus, model) gives the
+ResolvedLayout (wanka.resolved_layout) that owns dp, micro-batches, expert_dp and the rank order
+(Megatron-Core's: tp innermost, then cp, dp, pp; experts etp, ep, expert_dp, pp).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from wanka.errors import SpecError
 
 if TYPE_CHECKING:
+    from wanka.resolved_layout import ResolvedLayout
     from wanka.workload.spec import ModelSpec
 
 RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 _INT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "gbs", "zero", "dp_shard")
+_DEGREES = ("tp", "pp", "cp", "ep", "vpp", "mbs")  # integers >= 1
+_OPTIONAL_DEGREES = ("dp", "gbs", "dp_shard", "etp")  # None (derived) or integers >= 1
 
 
 @dataclass(frozen=True)
@@ -66,25 +71,14 @@ class Layout:
             if key in values:
                 raise SpecError(f"{field}.{key}", "each key once", item)
             values[key] = _parse_value(key, raw, field)
-        return cls(**values)._checked(field)
+        try:
+            return cls(**values)
+        except SpecError as exc:  # name the field as the caller knows it (--layout.tp, jobs[0].layout.tp)
+            raise SpecError(field + exc.field.removeprefix("layout"), exc.expected, exc.got) from None
 
-    def _checked(self, field: str = "layout") -> "Layout":
-        for key in ("tp", "pp", "cp", "ep", "vpp", "mbs"):
-            if getattr(self, key) < 1:
-                raise SpecError(f"{field}.{key}", "an integer >= 1", getattr(self, key))
-        for key in ("dp", "gbs", "dp_shard", "etp"):
-            value = getattr(self, key)
-            if value is not None and value < 1:
-                raise SpecError(f"{field}.{key}", "an integer >= 1", value)
-        if self.zero not in (0, 1, 2, 3):
-            raise SpecError(f"{field}.zero", "0, 1, 2 or 3", self.zero)
-        if self.recompute not in RECOMPUTE:
-            raise SpecError(f"{field}.recompute", " | ".join(RECOMPUTE), self.recompute)
-        if self.precision not in PRECISIONS:
-            raise SpecError(f"{field}.precision", " | ".join(PRECISIONS), self.precision)
-        if self.vpp > 1 and self.pp == 1:
-            raise SpecError(f"{field}.vpp", "1 when pp is 1 (interleaving needs pipeline stages)", self.vpp)
-        return self
+    def __post_init__(self) -> None:
+        """Every field checked on construction, from Python as from the CLI (SpecError 'layout.<key>')."""
+        check_layout_fields(self)
 
     # ---- derived -----------------------------------------------------------------------------
     @property
@@ -97,23 +91,14 @@ class Layout:
         return self.tp if self.etp is None else self.etp
 
     @property
-    def expert_dp(self) -> int:
-        """Ranks holding the same experts (expert data parallel): tp*cp*dp / (ep*etp)."""
-        assert self.dp is not None, "call resolve() first"
-        return max(1, self.tp * self.cp * self.dp // (self.ep * self.expert_tp))
-
-    @property
     def model_parallel(self) -> int:
         return self.tp * self.pp * self.cp
 
-    @property
-    def microbatches(self) -> int:
-        """Micro-batches per step per pipeline (gradient-accumulation steps)."""
-        assert self.dp is not None and self.gbs is not None, "call resolve() first"
-        return self.gbs // (self.dp * self.mbs)
+    def resolve(self, gpus: int, model: "ModelSpec | None" = None, field: str = "layout") -> "ResolvedLayout":
+        """Fill dp and gbs from the GPU count; the ResolvedLayout checks every cross-field
+        constraint and owns the groups (wanka.resolved_layout); `model` adds the model's checks."""
+        from wanka.resolved_layout import ResolvedLayout
 
-    def resolve(self, gpus: int, model: "ModelSpec | None" = None, field: str = "layout") -> "Layout":
-        """Fill dp and gbs from the GPU count and check every constraint against it and the model."""
         mp = self.model_parallel
         dp = self.dp
         if dp is None:
@@ -123,21 +108,11 @@ class Layout:
         if mp * dp != gpus:
             raise SpecError(f"{field}", f"tp*pp*cp*dp == GPUs ({gpus}); {self} gives {mp * dp}")
         gbs = self.gbs if self.gbs is not None else dp * self.mbs * self.pp
-        if gbs % (dp * self.mbs):
-            raise SpecError(f"{field}.gbs", f"a multiple of dp*mbs ({dp * self.mbs})", gbs)
-        if self.etp is None and (dp * self.cp) % self.ep:
-            raise SpecError(f"{field}.ep", f"a divisor of dp*cp ({dp * self.cp}), or give etp", self.ep)
-        if self.etp is not None:
-            if self.tp % self.etp:
-                raise SpecError(f"{field}.etp", f"a divisor of tp ({self.tp})", self.etp)
-            if (self.tp * self.cp * dp) % (self.ep * self.etp):
-                raise SpecError(f"{field}.ep", f"ep*etp dividing tp*cp*dp ({self.tp * self.cp * dp})",
-                                self.ep * self.etp)
-        if self.dp_shard is not None and dp % self.dp_shard:
-            raise SpecError(f"{field}.dp_shard", f"a divisor of dp ({dp})", self.dp_shard)
-        out = replace(self, dp=dp, gbs=gbs)
-        if self.vpp > 1 and out.microbatches % self.pp:
-            raise SpecError(f"{field}.vpp", f"micro-batches ({out.microbatches}) divisible by pp ({self.pp}) for interleaving", self.vpp)
+        values = {f.name: getattr(self, f.name) for f in fields(Layout)} | {"dp": dp, "gbs": gbs}
+        try:
+            out = ResolvedLayout(**values)
+        except SpecError as exc:
+            raise SpecError(field + exc.field.removeprefix("layout"), exc.expected, exc.got) from None
         if model is not None:
             out.check_model(model, field)
         return out
@@ -185,3 +160,27 @@ def _parse_value(key: str, raw: str, field: str) -> object:
             return False
         raise SpecError(f"{field}.sp", "true or false", raw)
     return raw.lower()
+
+
+def check_layout_fields(lay: Layout, field: str = "layout") -> None:
+    """One-field checks (types, ranges, names) of a Layout; cross-field ones need the GPU count
+    and live in ResolvedLayout."""
+    # type(v) is int: True is an int to Python, not a degree (and this runs for every searched layout)
+    for key in _DEGREES:
+        value = getattr(lay, key)
+        if type(value) is not int or value < 1:
+            raise SpecError(f"{field}.{key}", "an integer >= 1", value)
+    for key in _OPTIONAL_DEGREES:
+        value = getattr(lay, key)
+        if value is not None and (type(value) is not int or value < 1):
+            raise SpecError(f"{field}.{key}", "an integer >= 1 (or omitted)", value)
+    if type(lay.zero) is not int or lay.zero not in (0, 1, 2, 3):
+        raise SpecError(f"{field}.zero", "0, 1, 2 or 3", lay.zero)
+    if lay.recompute not in RECOMPUTE:
+        raise SpecError(f"{field}.recompute", " | ".join(RECOMPUTE), lay.recompute)
+    if lay.precision not in PRECISIONS:
+        raise SpecError(f"{field}.precision", " | ".join(PRECISIONS), lay.precision)
+    if lay.sp is not None and not isinstance(lay.sp, bool):
+        raise SpecError(f"{field}.sp", "true or false (or omitted)", lay.sp)
+    if lay.vpp > 1 and lay.pp == 1:
+        raise SpecError(f"{field}.vpp", "1 when pp is 1 (interleaving needs pipeline stages)", lay.vpp)

@@ -92,6 +92,8 @@ def test_bad_options_are_spec_errors(setup):
     from wanka.errors import SpecError
 
     m, c = setup
-    for opts in (Options(pipeline="zigzag"), Options(pipeline="dualpipe"), Options(comm_sm_fraction=1.0)):
-        with pytest.raises(SpecError):  # dualpipe: pp=1 here
-            estimate(m, c, Layout.parse("tp=8,gbs=64"), options=opts)
+    for bad in ({"pipeline": "zigzag"}, {"comm_sm_fraction": 1.0}):  # refused on construction
+        with pytest.raises(SpecError):
+            Options(**bad)
+    with pytest.raises(SpecError):  # dualpipe needs pp >= 2: refused when priced
+        estimate(m, c, Layout.parse("tp=8,gbs=64"), options=Options(pipeline="dualpipe"))

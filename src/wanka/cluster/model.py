@@ -18,7 +18,7 @@ from wanka.cluster.fabric import Fabric, dragonfly, fat_tree, smallest_tiers
 from wanka.cluster.spec import ClusterSpec
 from wanka.errors import SpecError
 from wanka.hardware import GPU, gpu, inline_gpu, nic
-from wanka.hardware.catalog import DTYPES
+from wanka.hardware.catalog import DTYPES, EfficiencyScale
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,12 @@ class Cluster:
     def __init__(self, spec: ClusterSpec, tree: np.ndarray | None = None):
         self.spec = spec
         self.gpu: GPU = gpu(spec.gpu) if isinstance(spec.gpu, str) else inline_gpu(spec.gpu)
+        self.network_efficiency_scale = 1.0  # calibrated multiplier on the link efficiencies (wanka.comm)
+        if spec.efficiency is not None:  # a calibrated profile (`wanka plan calibrate`)
+            e = spec.efficiency
+            self.gpu = self.gpu.model_copy(update={"efficiency_scale": EfficiencyScale(
+                gemm=e.gemm, attention=e.attention, hbm=e.hbm)})
+            self.network_efficiency_scale = e.network
         self._tree = tree  # explicit topology: (nodes, tiers) leaf-first group ids
         self._node_groups: dict[str, np.ndarray] | None = None
         so = spec.scale_out

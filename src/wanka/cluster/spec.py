@@ -72,6 +72,18 @@ class PowerSpec(StrictSpec):
     electricity_usd_per_kWh: float = Field(default=0.08, ge=0)
 
 
+class EfficiencySpec(StrictSpec):
+    """Calibrated multipliers on the planner's global efficiency constants for this cluster
+    (wanka.plan.efficiency GEMM_EFFICIENCY, ATTENTION_EFFICIENCY, HBM_EFFICIENCY and the comm
+    layer's LINK_EFFICIENCY_*); written by `wanka plan calibrate`, 1.0 = the built-in constant.
+    A scaled efficiency above 1 means the stated peak is below what the hardware reaches."""
+
+    gemm: float = Field(default=1.0, gt=0, le=20)
+    attention: float = Field(default=1.0, gt=0, le=20)
+    hbm: float = Field(default=1.0, gt=0, le=20)
+    network: float = Field(default=1.0, gt=0, le=20)
+
+
 class ClusterSpec(StrictSpec):
     name: str = Field(min_length=1)
     gpu: str | dict[str, Any]
@@ -81,6 +93,7 @@ class ClusterSpec(StrictSpec):
     scale_out: ScaleOutSpec = ScaleOutSpec()
     campuses: CampusSpec = CampusSpec()
     power: PowerSpec = PowerSpec()
+    efficiency: EfficiencySpec | None = None  # from `wanka plan calibrate` (docs/plan.md "Calibrate")
     notes: list[str] = []
 
     @model_validator(mode="after")

@@ -44,16 +44,18 @@ def _level_lat_us(cluster: "Cluster", i: int, algo: str, proto: int) -> float:
     return K.HW_LAT_NET_US[algo][proto] + max(0.0, levels[i].latency_us - K.REF_NET_LAT_US)
 
 
-def _eff(i: int) -> float:
-    return K.LINK_EFFICIENCY_SCALE_UP if i == 0 else K.LINK_EFFICIENCY_NET
+def _eff(cluster: "Cluster", i: int) -> float:
+    """Achieved fraction of a level's link bandwidth; a calibrated profile scales it."""
+    base = K.LINK_EFFICIENCY_SCALE_UP if i == 0 else K.LINK_EFFICIENCY_NET
+    return base * getattr(cluster, "network_efficiency_scale", 1.0)
 
 
 def _ring_busbw_GBps(cluster: "Cluster", g: Group) -> float:
     m = g.gpus_per_unit()
-    bw = cluster.levels[0].bandwidth_GBps * _eff(0) if g.fanout[0] > 1 else math.inf
+    bw = cluster.levels[0].bandwidth_GBps * _eff(cluster, 0) if g.fanout[0] > 1 else math.inf
     for i in range(1, len(g.fanout)):
         if g.fanout[i] > 1:  # some ring edges leave a level-(i-1) unit inside a level-i unit
-            bw = min(bw, m[i - 1] * cluster.levels[i].bandwidth_GBps * _eff(i))
+            bw = min(bw, m[i - 1] * cluster.levels[i].bandwidth_GBps * _eff(cluster, i))
     return bw
 
 
@@ -95,7 +97,7 @@ def _flat_ring_time_s(cluster, kind, nbytes, g, proto) -> float:
     top = g.top_level
     lat_mult, bus = _steps(kind, g.size)
     lat = K.BASE_LAT_US["ring"][proto] + lat_mult * (g.size - 1) * _level_lat_us(cluster, top, "ring", proto)
-    bw = cluster.levels[top].bandwidth_GBps * _eff(top) * K.PROTOCOL_BW[proto]
+    bw = cluster.levels[top].bandwidth_GBps * _eff(cluster, top) * K.PROTOCOL_BW[proto]
     return lat * 1e-6 + bus * nbytes / (bw * 1e9)
 
 
@@ -106,7 +108,7 @@ def _hierarchical_time_s(cluster, kind, nbytes, g, proto) -> float:
     for i, f in enumerate(g.fanout):
         if f <= 1:
             continue
-        bw = cluster.levels[i].bandwidth_GBps * _eff(i) * K.PROTOCOL_BW[proto]
+        bw = cluster.levels[i].bandwidth_GBps * _eff(cluster, i) * K.PROTOCOL_BW[proto]
         phase = (f - 1) * _level_lat_us(cluster, i, "ring", proto) * 1e-6 + (f - 1) / f * share / (bw * 1e9)
         total += phase * (2 if kind == "all_reduce" else 1)
         share /= f
@@ -122,11 +124,11 @@ def _all_to_all_time_s(cluster, nbytes, g) -> float:
     m = g.gpus_per_unit()
     per_peer = nbytes / n
     bytes_at = [per_peer * (m[0] - 1)] + [per_peer * (m[i] - m[i - 1]) for i in range(1, len(m))]
-    t_bw = bytes_at[0] / (cluster.levels[0].bandwidth_GBps * _eff(0) * 1e9)
+    t_bw = bytes_at[0] / (cluster.levels[0].bandwidth_GBps * _eff(cluster, 0) * 1e9)
     for i in range(1, len(m)):
         through = sum(bytes_at[i:])  # everything that leaves a level-(i-1) unit crosses level i
         if through > 0:
-            t_bw = max(t_bw, through / (cluster.levels[i].bandwidth_GBps * _eff(i) * 1e9))
+            t_bw = max(t_bw, through / (cluster.levels[i].bandwidth_GBps * _eff(cluster, i) * 1e9))
     top = g.top_level
     lat_us = K.BASE_LAT_US["ring"][2] + 2 * _level_lat_us(cluster, top, "ring", 2) + K.A2A_PER_PEER_US * (n - 1)
     return lat_us * 1e-6 + t_bw
@@ -136,7 +138,7 @@ def _send_recv_time_s(cluster, nbytes, g) -> float:
     top = g.top_level
     best = math.inf
     for proto in range(len(K.PROTOCOLS)):
-        bw = cluster.levels[top].bandwidth_GBps * _eff(top) * K.PROTOCOL_BW[proto]
+        bw = cluster.levels[top].bandwidth_GBps * _eff(cluster, top) * K.PROTOCOL_BW[proto]
         lat = K.BASE_LAT_US["ring"][proto] + _level_lat_us(cluster, top, "ring", proto)
         best = min(best, lat * 1e-6 + nbytes / (bw * 1e9))
     return best

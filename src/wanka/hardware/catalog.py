@@ -33,6 +33,15 @@ class ScaleUp(StrictSpec):
     domain: int = Field(default=8, gt=0)
 
 
+class EfficiencyScale(StrictSpec):
+    """Multipliers a calibrated cluster profile puts on the planner's kernel-efficiency constants
+    (wanka.plan.efficiency); 1.0 everywhere for a catalog entry."""
+
+    gemm: float = Field(default=1.0, gt=0)
+    attention: float = Field(default=1.0, gt=0)
+    hbm: float = Field(default=1.0, gt=0)
+
+
 class GPU(StrictSpec):
     """One accelerator model."""
 
@@ -45,6 +54,7 @@ class GPU(StrictSpec):
     tdp_W: float | None = Field(default=None, gt=0)
     scale_up: ScaleUp = ScaleUp()
     sources: dict[str, str] = {}
+    efficiency_scale: EfficiencyScale = EfficiencyScale()
 
     def peak(self, dtype: str) -> float:
         """Dense peak TFLOP/s for `dtype`; a SpecError if the catalog has no figure for it."""

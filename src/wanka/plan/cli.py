@@ -82,14 +82,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     _framework_flags(p)
     json_flag(p)
     p.set_defaults(func=cmd_plan)
-    psub = p.add_subparsers(dest="plan_command", metavar="{scale,validate}")
+    psub = p.add_subparsers(dest="plan_command", metavar="{scale,validate,calibrate}")
     v = psub.add_parser("validate", help="price published runs (a JSON file of rows) and report the error")
-    v.add_argument("--runs", required=True, help="JSON list of runs with architecture/hardware/parallelism/result "
+    v.add_argument("--runs", help="JSON list of runs with architecture/hardware/parallelism/result "
                    "(the schema of the built-in `calibration` set), or a built-in set: calibration, dgxc")
+    v.add_argument("--write-residuals", action="store_true", help="re-price every built-in set and store the "
+                   "residual table behind the p10/p90 intervals (wanka/plan/residuals.json); run after changing a mechanism")
     v.add_argument("--fail-above", type=float, metavar="F",
                    help="exit 1 when a compared row's |error| exceeds F (e.g. 0.3)")
     json_flag(v)
     v.set_defaults(func=cmd_validate)
+    from wanka.plan.calibrate_cli import register as register_calibrate
+
+    register_calibrate(psub)
     s = psub.add_parser("scale", help="efficiency of the best layout against cluster size")
     _common(s)
     s.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 1024,2048,4096")
@@ -180,6 +185,11 @@ def cmd_plan(args):
             console.print(f"#{i + 1} {short_layout(e.layout)},gbs={e.layout.gbs}", soft_wrap=True)
         br = ", ".join(f"{k} {fmt(v)}" for k, v in best.breakdown.items() if v > 0)
         console.print(f"best step breakdown (s): {br}")
+        band = payload.get("uncertainty")
+        if band:
+            t = band["tokens_per_s_per_gpu"]
+            console.print(f"tok/s/GPU p10-p90 {fmt(t['p10'])} - {fmt(t['p90'])} (residuals of {band['residual_rows']} "
+                          f"published rows, class {band['class']}; docs/plan.md \"Uncertainty\")", soft_wrap=True)
         console.print(f"{fmt(tokens)} tokens: {fmt(payload['days'])} days, {fmt(payload['gpu_hours'])} GPU-hours, "
                       f"{fmt(payload['energy_MWh'])} MWh, ${fmt(payload['cost_usd'])} electricity")
         if stats:
@@ -231,6 +241,10 @@ def cmd_validate(args):
 
     if args.fail_above is not None and not (args.fail_above > 0 and math.isfinite(args.fail_above)):
         raise SpecError("--fail-above", "a positive fraction, like 0.3", args.fail_above)
+    if args.write_residuals:
+        return _write_residuals(args)
+    if not args.runs:
+        raise SpecError("--runs", "a JSON file of runs or a built-in set (calibration, dgxc), or --write-residuals")
     checks = [check_row(r) for r in load_rows(args.runs)]
     stats = summary(checks)
     payload = {"runs": args.runs, "summary": stats, "rows": [asdict(c) for c in checks]}
@@ -257,9 +271,30 @@ def cmd_validate(args):
             console.print(f"{stats['compared']} of {stats['rows']} rows compared at steady state: median |error| "
                           f"{stats['median_abs_error']:.1%}, max {stats['max_abs_error']:.1%} (run-level rows "
                           "are listed, not counted)")
+        if stats["p10_p90_coverage"] is not None:
+            console.print(f"measured value inside the predicted p10-p90 interval: {stats['p10_p90_coverage']:.0%} of rows "
+                          "(built-in rows judged with their own configuration left out)")
         if failed:
             console.print(f"max |error| {worst:.1%} exceeds --fail-above {args.fail_above:.1%}")
 
     if failed:
         payload["exit_code"] = 1
+    return payload, render
+
+
+def _write_residuals(args):
+    from wanka.plan.uncertainty import TABLE, write_residuals
+
+    if args.runs:
+        raise SpecError("--runs", "no --runs with --write-residuals (the table is built from every built-in set)", args.runs)
+    table = write_residuals()
+    counts: dict[str, int] = {}
+    for r in table["rows"]:
+        counts[r["class"]] = counts.get(r["class"], 0) + 1
+    payload = {"written": str(TABLE), "sets": table["sets"], "rows": len(table["rows"]), "rows_per_class": counts}
+
+    def render(console: Console) -> None:
+        console.print(f"wrote {len(table['rows'])} residuals of {', '.join(table['sets'])} to {TABLE}: "
+                      + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), soft_wrap=True)
+
     return payload, render

@@ -34,6 +34,10 @@ Fig. 4, head dim 128) is roughly 25% slower at 512 tokens than at 8K and within 
 4K up. We use L / (L + 170) for a kernel over L keys -- a reading of that curve, not a measurement
 of ours. It matters for context parallelism, whose ring steps each run a (s/cp) x (s/cp) block.
 
+Calibration: a cluster profile written by `wanka plan calibrate` multiplies the GEMM, attention
+and HBM constants (and the comm layer's link efficiencies) by fitted factors (GPU.efficiency_scale,
+Cluster.network_efficiency_scale); docs/plan.md "Calibrate".
+
 HBM_EFFICIENCY: memory-bound kernels (norms, activations, optimizer) reach ~80% of HBM peak
 (STREAM-like copies on A100/H100 reach 80-90%; assumption at the low end for unfused kernels).
 """
@@ -64,6 +68,13 @@ KERNEL_OVERHEAD_S = 3e-6
 KERNELS_PER_LAYER_FWD = 14
 
 
+def calibrated(efficiency: float, scale: float) -> float:
+    """A constant times the cluster profile's fitted multiplier (`wanka plan calibrate`; 1.0 for
+    catalog GPUs). Not capped at 1: a profile may state a peak below what the machine reaches
+    (a CPU's measured matmul rate), and the fit must be able to say so."""
+    return efficiency * scale
+
+
 def architecture(g: GPU) -> str:
     name = g.name.lower()
     if name.startswith("a100") or name.startswith("a800") or name.startswith("a10"):
@@ -89,12 +100,12 @@ def gemm_peak_flops(g: GPU, precision: str) -> float:
     arch = architecture(g)
     kind = "fp8" if precision == "fp8" else "16bit"
     eff = GEMM_EFFICIENCY.get((arch, kind), GEMM_EFFICIENCY[("other", kind)])
-    return g.peak(compute_dtype(g, precision)) * 1e12 * eff
+    return g.peak(compute_dtype(g, precision)) * 1e12 * calibrated(eff, g.efficiency_scale.gemm)
 
 
 def attention_flops(g: GPU) -> float:
     """Sustained FLOP/s of fused (Flash) attention; it runs in 16-bit even in FP8 training."""
-    return g.peak("bf16") * 1e12 * ATTENTION_EFFICIENCY[architecture(g)]
+    return g.peak("bf16") * 1e12 * calibrated(ATTENTION_EFFICIENCY[architecture(g)], g.efficiency_scale.attention)
 
 
 def attention_length_factor(keys_per_kernel: float) -> float:
@@ -103,8 +114,8 @@ def attention_length_factor(keys_per_kernel: float) -> float:
 
 def hbm_Bps(g: GPU) -> float:
     if g.hbm_TBps is None:
-        return 1.5e12  # judgement for accelerators with no public HBM figure (HBM2e class)
-    return g.hbm_TBps * 1e12 * HBM_EFFICIENCY
+        return 1.5e12 * g.efficiency_scale.hbm  # judgement for accelerators with no public HBM figure (HBM2e class)
+    return g.hbm_TBps * 1e12 * calibrated(HBM_EFFICIENCY, g.efficiency_scale.hbm)
 
 
 def shape_factor(*dims: float) -> float:

@@ -21,9 +21,9 @@ from wanka.layout import Layout
 from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
+from wanka.plan.uncertainty import mechanism_class
 from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
-from wanka.plan.zero3 import UNITS as ZERO3_UNITS, zero3_microbatch_s
-from wanka.workload.activations import RECOMPUTE_MODULES
+from wanka.plan.zero3 import zero3_microbatch_s
 from wanka.workload.flops import model_flops_per_token
 from wanka.workload.spec import ModelSpec
 
@@ -48,13 +48,26 @@ class Estimate:
     breakdown: dict[str, float] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
     cluster_ref: Cluster | None = field(default=None, repr=False, compare=False)  # for whole_run
+    mechanism: str = "dense"  # uncertainty class (wanka.plan.uncertainty.mechanism_class)
+
+    def uncertainty(self) -> dict | None:
+        """p10/p90 of tokens/s per GPU and step time from the validation residuals of this
+        prediction's mechanism class (wanka.plan.uncertainty); None without a residual table."""
+        from wanka.plan.uncertainty import interval
+
+        iv = interval(self.mechanism)
+        if iv is None:
+            return None
+        return {"class": iv.mechanism, "residual_rows": iv.rows,
+                "tokens_per_s_per_gpu": iv.rate(self.tokens_per_s_per_gpu), "step_time_s": iv.duration(self.step_time_s)}
 
     def to_dict(self) -> dict:
         return {"model": self.model, "cluster": self.cluster, "gpus": self.gpus, "layout": str(self.layout),
                 "seq_len": self.seq_len, "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
                 "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu, "mfu": self.mfu, "hfu": self.hfu,
                 "tflops_per_gpu": self.tflops_per_gpu, "memory_GB_per_gpu": self.memory_GB_per_gpu,
-                "fits": self.fits, "breakdown": dict(self.breakdown), "memory": dict(self.memory)}
+                "fits": self.fits, "breakdown": dict(self.breakdown), "memory": dict(self.memory),
+                "uncertainty": self.uncertainty()}
 
 
 def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int | None = None,
@@ -65,15 +78,6 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     seq = seq_len or model.seq_len
     if seq % lay.cp:
         raise SpecError("layout.cp", f"a divisor of the sequence length ({seq})", lay.cp)
-    if opts.pipeline not in ("1f1b", "dualpipe"):
-        raise SpecError("options.pipeline", "1f1b or dualpipe", opts.pipeline)
-    bad = [x for x in opts.recompute_modules if x not in RECOMPUTE_MODULES]
-    if bad:
-        raise SpecError("options.recompute_modules", f"names among {', '.join(RECOMPUTE_MODULES)}", ",".join(bad))
-    if opts.zero3_unit not in ZERO3_UNITS:
-        raise SpecError("options.zero3_unit", " | ".join(ZERO3_UNITS), opts.zero3_unit)
-    if not 0.0 <= opts.comm_sm_fraction < 1.0:
-        raise SpecError("options.comm_sm_fraction", "a fraction in [0, 1)", opts.comm_sm_fraction)
     dualpipe = opts.pipeline == "dualpipe"
     if dualpipe and (lay.pp < 2 or lay.pp % 2 or lay.vpp > 1):
         raise SpecError("options.pipeline", "dualpipe with an even pp >= 2 and vpp 1", f"pp={lay.pp}, vpp={lay.vpp}")
@@ -150,8 +154,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         z3 = dp.per_step_microbatches(lay) * dp.microbatch_rs_s
     if lay.zero == 3:  # gathers and reduce-scatters of every micro-batch, unit by unit
         z3 = lay.microbatches * zero3_microbatch_s(cluster, model, lay, runs, dense_p, expert_p, opts)[0]
-    shard = lay.dp * lay.cp if lay.zero >= 1 else 1
-    expert_shard = lay.expert_dp if lay.zero >= 1 else 1  # experts' optimizer states: expert data parallel
+    # optimizer states sharded over the ZeRO groups (experts': expert data parallel); none at zero 0
+    shard, expert_shard = lay.zero_shards if lay.zero >= 1 else (1, 1)
     optimizer_s = ADAM_BYTES_PER_PARAM * (dense_p / shard + expert_p / expert_shard) / E.hbm_Bps(gpu)
     step = pipeline_s + dp_exposed + z3 + optimizer_s
 
@@ -179,7 +183,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         memory_GB_per_gpu=mem.total_GiB, fits=fits(mem, gpu.hbm_GB), breakdown=breakdown,
         memory={"weights": mem.weights_GiB, "gradients": mem.gradients_GiB, "optimizer": mem.optimizer_GiB,
                 "activations": mem.activations_GiB, "buffers": mem.buffers_GiB},
-        cluster_ref=cluster,
+        cluster_ref=cluster, mechanism=mechanism_class(model, lay, opts),
     )
 
 

@@ -1,7 +1,8 @@
 """Communication of a training step and the part of it that is exposed (not hidden by compute).
 
-Groups are placed as the layout maps ranks: tp innermost, then cp, ep (inside dp*cp), dp, pp
-outermost (wanka.layout). Every collective is priced by wanka.comm.collective_time on that group.
+Groups are the ResolvedLayout's (wanka.resolved_layout: Megatron-Core's rank order, tp innermost,
+then cp, dp, pp; experts etp, ep, expert_dp, pp). Every collective is priced by
+wanka.comm.collective_time on that group.
 
   TP   Megatron tensor parallelism: per layer 2 all-reduces forward and 2 backward of the layer's
        activations (b*s*h*2 bytes); with sequence parallelism each becomes a reduce-scatter plus an
@@ -55,6 +56,11 @@ class Options:
     zero3_unit: str = "layer"
     zero3_grad_overlap: bool = True
 
+    def __post_init__(self) -> None:  # invalid Options fail on construction (wanka.plan.options_check)
+        from wanka.plan.options_check import check_options
+
+        check_options(self)
+
 
 @lru_cache(maxsize=200_000)
 def _ct(cluster, kind, nbytes, size, stride, algorithm):
@@ -68,11 +74,12 @@ def tp_layer_comm_s(cluster, lay, act_bytes: float, opts: Options) -> float:
     """TP communication of one layer forward (one micro-batch); backward costs the same."""
     if lay.tp <= 1:
         return 0.0
+    size, stride = lay.group("tp")
     if lay.sequence_parallel:
-        one = (_ct(cluster, "reduce_scatter", act_bytes, lay.tp, 1, opts.algorithm)
-               + _ct(cluster, "all_gather", act_bytes, lay.tp, 1, opts.algorithm))
+        one = (_ct(cluster, "reduce_scatter", act_bytes, size, stride, opts.algorithm)
+               + _ct(cluster, "all_gather", act_bytes, size, stride, opts.algorithm))
     else:
-        one = _ct(cluster, "all_reduce", act_bytes, lay.tp, 1, opts.algorithm)
+        one = _ct(cluster, "all_reduce", act_bytes, size, stride, opts.algorithm)
     return 2 * one * (1 - opts.tp_overlap)
 
 
@@ -80,7 +87,8 @@ def cp_layer_exposed_s(cluster, lay, kv_chunk_bytes: float, attn_fwd_s: float, o
     """(forward, backward) exposed ring-attention exchange of one layer."""
     if lay.cp <= 1:
         return 0.0, 0.0
-    step = _ct(cluster, "send_recv", kv_chunk_bytes, 2, lay.tp * max(1, lay.cp // 2), opts.algorithm)
+    # a ring over the cp group: its farthest hop spans half the group
+    step = _ct(cluster, "send_recv", kv_chunk_bytes, 2, lay.group("cp")[1] * max(1, lay.cp // 2), opts.algorithm)
     per_step_compute = attn_fwd_s / lay.cp
     fwd = (lay.cp - 1) * max(0.0, step - per_step_compute)
     bwd = (lay.cp - 1) * max(0.0, 2 * step - 2.5 * per_step_compute)
@@ -91,12 +99,9 @@ def ep_layer_comm_s(cluster, lay, dispatch_bytes: float, opts: Options) -> float
     """Dispatch + combine all-to-all of one MoE layer forward; backward costs the same."""
     if lay.ep <= 1:
         return 0.0
-    # ranks: tp, cp, ep, dp -- EP groups sit at stride tp*cp inside dp; when ep does not divide dp
-    # they span the cp ranks too (Megatron-Core flattens cp x dp for experts): stride tp.
-    stride = lay.tp * lay.cp if lay.dp % lay.ep == 0 else lay.tp
-    if lay.etp is not None:  # Megatron-Core's expert ranks: etp innermost, then ep, then expert-dp
-        stride = lay.etp
-    one = _ct(cluster, "all_to_all", dispatch_bytes, lay.ep, stride, opts.algorithm)
+    # Megatron-Core's expert ranks: etp (default tp) innermost, then ep, then expert-dp
+    size, stride = lay.group("ep")
+    one = _ct(cluster, "all_to_all", dispatch_bytes, size, stride, opts.algorithm)
     return 2 * one * (1 - opts.ep_overlap)
 
 
@@ -104,8 +109,7 @@ def pp_p2p_s(cluster, lay, act_bytes: float, opts: Options) -> float:
     """One activation (or gradient) transfer between neighbouring stages."""
     if lay.pp <= 1:
         return 0.0
-    stride = lay.tp * lay.cp * lay.dp
-    return _ct(cluster, "send_recv", act_bytes, 2, stride, opts.algorithm)
+    return _ct(cluster, "send_recv", act_bytes, 2, lay.group("pp")[1], opts.algorithm)
 
 
 @dataclass(frozen=True)
@@ -126,8 +130,8 @@ def dp_comm(cluster, lay, dense_params: float, expert_params: float, opts: Optio
     Collectives are issued per bucket, each paying its latency: Megatron-Core's DDP bucket is
     max(40M, 1M * dp) parameters (DistributedDataParallelConfig.bucket_size default). ZeRO-3 is
     priced unit by unit by wanka.plan.zero3 (it needs the compute each gather hides under)."""
-    size, stride = lay.dp * lay.cp, lay.tp
-    e_size, e_stride = lay.expert_dp, lay.ep * lay.expert_tp
+    size, stride = lay.group("dp_cp")
+    e_size, e_stride = lay.group("expert_dp")
     w = 1 if lay.precision == "fp8" else 2
     g = opts.grad_bytes or (2 if lay.precision == "fp16" else 4)
 

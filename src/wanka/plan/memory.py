@@ -32,6 +32,7 @@ from functools import lru_cache
 from dataclasses import dataclass
 
 from wanka.layout import Layout
+from wanka.resolved_layout import ResolvedLayout
 from wanka.plan.memo import memo_by_identity
 from wanka.workload.activations import layer_activations, logits_bytes
 from wanka.workload.params import attention_params, mlp_params, norm_params
@@ -119,7 +120,7 @@ def _stage_params(m: ModelSpec, lay: Layout, stage: int) -> tuple[float, float]:
     return non_expert / lay.tp, expert / lay.tp
 
 
-def in_flight_microbatches(lay: Layout, stage: int) -> float:
+def in_flight_microbatches(lay: ResolvedLayout, stage: int) -> float:
     """Micro-batches whose activations (of all the rank's layers) are alive at the peak."""
     if lay.pp <= 1:
         return 1.0
@@ -178,6 +179,7 @@ def memory_per_gpu(m: ModelSpec, lay: Layout, seq: int, attention: str = "flash"
     """The fullest pipeline rank (`lay` resolved). `modules`: what recompute=selective recomputes
     (Megatron-Core --recompute-modules); `fp8_cache`: FP8 runs cache GEMM inputs in FP8;
     `dualpipe`: DeepSeek's bidirectional schedule (each rank holds two mirrored stages)."""
+    lay = ResolvedLayout.of(lay)  # micro-batches and shard sizes (the search passes plain Layouts with dp, gbs)
     best = None
     ranks = range((lay.pp + 1) // 2) if dualpipe else distinct_stages(m, lay.pp)
     for rank in ranks:
@@ -194,10 +196,7 @@ def _stage_memory(m: ModelSpec, lay: Layout, stages: tuple[int, ...], seq: int, 
     for st in stages:
         d, e = _stage_params(m, lay, st)
         dense_p, expert_p = dense_p + d, expert_p + e
-    shard = lay.dp * lay.cp
-    if lay.zero == 3 and lay.dp_shard:
-        shard = lay.dp_shard * lay.cp
-    expert_shard = max(1, shard * lay.tp // (lay.ep * lay.expert_tp))  # expert data parallel
+    shard, expert_shard = lay.zero_shards
     w_bytes = 3.0 if lay.precision == "fp8" else (4.0 if lay.precision == "fp32" else 2.0)
     z = lay.zero
 

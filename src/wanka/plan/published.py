@@ -283,6 +283,11 @@ class Check:
     # "run-level" (training tokens / GPU-hours of a whole run: not in the summary statistics)
     assumed: list[str] = field(default_factory=list)
     skipped: str | None = None
+    mechanism: str | None = None  # uncertainty class (wanka.plan.uncertainty)
+    group: str | None = None  # configuration: what leave-one-out leaves out together
+    p10: float | None = None  # interval of the compared quantity (units of `measured`, or MFU/HFU %)
+    p90: float | None = None
+    covered: bool | None = None  # measured inside [p10, p90]
 
 
 def check_row(row: dict) -> Check:
@@ -294,7 +299,8 @@ def check_row(row: dict) -> Check:
         model, cluster = row_model(row), row_cluster(row, c.assumed)
         lay, layout_assumed = row_layout(row)
         c.assumed += layout_assumed
-        e = estimate(model, cluster, lay, options=framework_options(row))
+        e_opts = framework_options(row)
+        e = estimate(model, cluster, lay, options=e_opts)
     except (SpecError, ValueError, TypeError, ZeroDivisionError) as exc:
         c.skipped = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return c
@@ -320,6 +326,12 @@ def check_row(row: dict) -> Check:
         c.error, c.basis = c.hfu_predicted / c.hfu_measured - 1, "HFU"
     else:
         c.skipped = "no tokens/s, iteration time, MFU or HFU to compare with"
+        return c
+    from wanka.plan.uncertainty import judge
+
+    pred, meas = {"MFU": (c.mfu_predicted, c.mfu_measured), "HFU": (c.hfu_predicted, c.hfu_measured)}.get(
+        c.basis, (c.predicted, c.measured))
+    judge(c, model, cluster, e.layout, e_opts, pred, meas)
     return c
 
 
@@ -345,5 +357,8 @@ def summary(checks: list[Check]) -> dict:
     """Error statistics over steady-state comparisons (tokens/s, MFU, HFU); run-level rows are
     reported per row (they include failures and restarts the planner does not price)."""
     errs = [abs(c.error) for c in checks if c.error is not None and not c.skipped and c.basis != "run-level"]
+    from wanka.plan.uncertainty import coverage
+
     return {"rows": len(checks), "compared": len(errs), "skipped": sum(1 for c in checks if c.skipped),
-            "median_abs_error": statistics.median(errs) if errs else None, "max_abs_error": max(errs) if errs else None}
+            "median_abs_error": statistics.median(errs) if errs else None, "max_abs_error": max(errs) if errs else None,
+            "p10_p90_coverage": coverage(checks)}

@@ -136,10 +136,9 @@ def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_pa
     HSDP does both per unit, in the backward)."""
     from wanka.plan.exposure import _ct
 
-    shard = lay.dp_shard or lay.dp
-    replicas = lay.dp // shard
-    size, stride = shard * lay.cp, lay.tp
-    e_size, e_stride = lay.expert_dp, lay.ep * lay.expert_tp
+    size, stride = lay.group("dp_shard_cp")
+    replicas, replica_stride = lay.group("dp_replicate")
+    e_size, e_stride = lay.group("expert_dp")
     w = 1 if lay.precision == "fp8" else 2
     gb = opts.grad_bytes or (2 if lay.precision == "fp16" else 4)
 
@@ -157,7 +156,7 @@ def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_pa
     def reduce(u):
         t = coll("reduce_scatter", u, gb)
         if replicas > 1:  # the shard's gradients across the HSDP replicas
-            t += _ct(cluster, "all_reduce", u.dense_params * gb / size, replicas, lay.tp * size, opts.algorithm)
+            t += _ct(cluster, "all_reduce", u.dense_params * gb / size, replicas, replica_stride, opts.algorithm)
         return t
 
     exposed, total = microbatch_exposed_s(layer_runs, extra, lay.recompute == "full",

@@ -1,7 +1,7 @@
 """ParallelDims: a resolved Layout checked against the world size, and its named device meshes.
 
-Rank order (DESIGN.md, layout.py): tp innermost, then dp (split into dp_replicate x dp_shard for
-HSDP), pp outermost, so a mesh of shape (pp, dp_replicate, dp_shard, tp) with names
+Rank order (wanka.resolved_layout.ResolvedLayout, Megatron-Core's): tp innermost, then dp (split
+into dp_replicate x dp_shard for HSDP, shard inner), pp outermost, so a mesh of shape (pp, dp_replicate, dp_shard, tp) with names
 ("pp", "dp_replicate", "dp_shard", "tp"). cp and ep > 1 are planner-only for now (SpecError).
 ZeRO mapping onto FSDP2: zero=0 -> pure replication (dp_shard=1), zero=1/2 -> fully_shard with
 reshard_after_forward=False (parameters stay gathered between forward and backward, ZeRO-2-like),
@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 from wanka.errors import SpecError
 from wanka.layout import Layout
+from wanka.resolved_layout import ResolvedLayout
 from wanka.workload.spec import ModelSpec
 
 
 @dataclass(frozen=True)
 class ParallelDims:
-    layout: Layout
+    layout: ResolvedLayout
     world_size: int
     pp: int
     dp_replicate: int
@@ -55,10 +56,8 @@ class ParallelDims:
             raise SpecError("layout.tp", f"a divisor of seq_len ({model.seq_len}) for sequence parallelism", layout.tp)
         if layout.pp > 1 and layout.microbatches < layout.pp:
             raise SpecError("layout.gbs", f"at least pp ({layout.pp}) micro-batches per step (gbs >= dp*mbs*pp)", layout.gbs)
-        dp = layout.dp
-        assert dp is not None
-        dp_shard = layout.dp_shard if layout.dp_shard is not None else (1 if layout.zero == 0 else dp)
-        return cls(layout, world_size, layout.pp, dp // dp_shard, dp_shard, layout.tp)
+        # the ResolvedLayout's rank order: tp, (cp), dp_shard, dp_replicate, pp (wanka.resolved_layout)
+        return cls(layout, world_size, layout.pp, layout.dp_replicas, layout.dp_shard_size, layout.tp)
 
     @property
     def dp(self) -> int:

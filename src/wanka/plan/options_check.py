@@ -1,0 +1,55 @@
+"""Checks of the planner's Options (wanka.plan.exposure.Options), run on construction so that
+Options built from Python fail as the CLI does: SpecError('options.<field>', expected, got).
+
+Each field has one rule; a field without a rule here is not checked (add one with the field).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+from wanka.comm import ALGORITHMS
+from wanka.errors import SpecError
+from wanka.plan.zero3 import UNITS as ZERO3_UNITS
+from wanka.workload.activations import RECOMPUTE_MODULES
+
+
+def _fraction(upper_open: bool):
+    expected = "a number in [0, 1)" if upper_open else "a number in [0, 1]"
+
+    def ok(v) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        return 0.0 <= v < 1.0 if upper_open else 0.0 <= v <= 1.0
+    return ok, expected
+
+
+def _choice(*names: str):
+    return (lambda v: isinstance(v, str) and v in names), " | ".join(names)
+
+
+_FLAG = (lambda v: isinstance(v, bool)), "true or false"
+RULES = {
+    "attention": _choice("flash", "unfused"),
+    "tp_overlap": _fraction(False),
+    "dp_overlap": _FLAG,
+    "ep_overlap": _fraction(False),
+    "algorithm": _choice(*ALGORITHMS),
+    "grad_bytes": ((lambda v: v is None or (type(v) is int and v in (2, 4))), "2 or 4 (bytes per gradient element) or None"),
+    "recompute_modules": ((lambda v: isinstance(v, tuple) and len(v) > 0 and all(x in RECOMPUTE_MODULES for x in v)),
+                          f"a non-empty tuple of names among {', '.join(RECOMPUTE_MODULES)}"),
+    "pipeline": _choice("1f1b", "dualpipe"),
+    "comm_sm_fraction": _fraction(True),
+    "fp8_activation_cache": _FLAG,
+    "zero3_unit": _choice(*ZERO3_UNITS),
+    "zero3_grad_overlap": _FLAG,
+}
+
+
+def check_options(opts) -> None:
+    for f in fields(opts):
+        rule = RULES.get(f.name)
+        value = getattr(opts, f.name)
+        if rule is not None and not rule[0](value):
+            raise SpecError(f"options.{f.name}", rule[1], value)

@@ -1,0 +1,146 @@
+"""Prediction intervals from the planner's own validation residuals (docs/plan.md "Uncertainty").
+
+Every prediction belongs to a *mechanism class* (mechanism_class: MoE, ZeRO-3 by gather unit,
+pre-FlashAttention Megatron/DeepSpeed, dense). The residual of a published run is
+r = ln(predicted / measured) of its compared quantity (tokens/s per GPU, else MFU or HFU; run-level
+averages are left out). For a new prediction v in class c, the measured value is v * exp(-r) with
+r drawn from the class's residuals, so
+
+    tokens/s:  p10 = v * exp(-q90(r)),  p90 = v * exp(-q10(r))
+    step time: p10 = v * exp(q10(r)),   p90 = v * exp(q90(r))
+
+with q the empirical quantiles (linear interpolation). The interval is not centred on v when the
+class is biased (MoE rows run slower than predicted): that is the point of it.
+
+The residuals are a data file in the package (residuals.json), written from the built-in
+validate sets by one command after any change to a mechanism:
+
+    wanka plan validate --write-residuals
+
+Coverage (`wanka plan validate` reports it) must not be fitted to itself: a row of a built-in set
+is judged against residuals with its own configuration left out (leave-one-out, where the repeats
+of one configuration under several framework versions leave together).
+A class with fewer than MIN_ROWS residuals falls back to all classes together.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+TABLE = Path(__file__).parent / "residuals.json"
+MIN_ROWS = 5
+LOW, HIGH = 0.10, 0.90
+
+
+def mechanism_class(model, lay, opts) -> str:
+    """The class whose residuals price this prediction's uncertainty."""
+    if model.moe is not None:
+        return "moe"
+    if lay.zero == 3:
+        return f"zero3-{opts.zero3_unit}"
+    if opts.attention == "unfused":
+        return "dense-pre-flash"
+    return "dense"
+
+
+def configuration(model, gpu: str, gpus: int, precision: str) -> str:
+    """What leave-one-out leaves out together: one configuration (model shape and depth, GPU
+    type and count, precision), so that the same run measured with several framework versions is
+    not evidence about itself."""
+    experts = model.moe.experts if model.moe is not None else 0
+    return f"L{model.layers}-h{model.hidden}-a{model.heads}-f{model.ffn_hidden}-e{experts}/{gpus}x{gpu}/{precision}"
+
+
+def quantile(values: list[float], q: float) -> float:
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (pos - lo) * (xs[hi] - xs[lo])
+
+
+@dataclass(frozen=True)
+class Interval:
+    mechanism: str  # the class whose residuals were used ("all" on fallback)
+    rows: int  # residuals behind it
+    q_low: float  # q10 of ln(predicted / measured)
+    q_high: float
+
+    def rate(self, value: float) -> dict:
+        """A throughput-like value (higher is faster): {value, p10, p90}."""
+        return {"value": value, "p10": value * math.exp(-self.q_high), "p90": value * math.exp(-self.q_low)}
+
+    def duration(self, value: float) -> dict:
+        """A time (step time): {value, p10, p90}."""
+        return {"value": value, "p10": value * math.exp(self.q_low), "p90": value * math.exp(self.q_high)}
+
+    def covers(self, predicted: float, measured: float) -> bool:
+        r = math.log(predicted / measured)
+        return self.q_low <= r <= self.q_high
+
+
+@lru_cache(maxsize=1)
+def residual_rows() -> tuple[dict, ...]:
+    if not TABLE.exists():
+        return ()
+    return tuple(json.loads(TABLE.read_text(encoding="utf-8"))["rows"])
+
+
+def interval(mechanism: str, leave_out_group: str | None = None) -> Interval | None:
+    """The class's interval from the stored residuals, without the rows of `leave_out_group`."""
+    rows = [r for r in residual_rows() if r["group"] != leave_out_group]
+    mine = [r["log_error"] for r in rows if r["class"] == mechanism]
+    name = mechanism
+    if len(mine) < MIN_ROWS:
+        mine, name = [r["log_error"] for r in rows], "all"
+    if len(mine) < MIN_ROWS:
+        return None
+    return Interval(name, len(mine), quantile(mine, LOW), quantile(mine, HIGH))
+
+
+@lru_cache(maxsize=1)
+def _table_ids() -> frozenset[str]:
+    return frozenset(r["id"] for r in residual_rows())
+
+
+def judge(check, model, cluster, lay, opts, predicted: float, measured: float | None) -> None:
+    """Fill a validate Check's mechanism, p10/p90 (in the compared quantity's units) and whether
+    the measured value falls inside; a row of the table is judged with its configuration left out."""
+    check.mechanism = mechanism_class(model, lay, opts)
+    check.group = configuration(model, cluster.gpu.name, cluster.gpus, lay.precision)
+    iv = interval(check.mechanism, check.group if check.id in _table_ids() else None)
+    if iv is None or not measured or not predicted:
+        return
+    band = iv.rate(predicted)
+    check.p10, check.p90 = band["p10"], band["p90"]
+    check.covered = iv.covers(predicted, measured)
+
+
+def coverage(checks) -> float | None:
+    judged = [c.covered for c in checks if c.covered is not None and c.basis != "run-level"]
+    return sum(judged) / len(judged) if judged else None
+
+
+def write_residuals(sets: list[str] | None = None, path: Path = TABLE) -> dict:
+    """Price every built-in validate set and store each compared row's residual; returns the table."""
+    from wanka.plan.published import built_in_runs, check_row, load_rows
+
+    rows = []
+    for name in sets or built_in_runs():
+        for row in load_rows(name):
+            c = check_row(row)
+            if c.skipped or c.error is None or c.basis == "run-level" or c.error <= -1:
+                continue
+            rows.append({"set": name, "id": c.id, "class": c.mechanism, "group": c.group,
+                         "basis": c.basis, "log_error": round(math.log1p(c.error), 6)})
+    table = {"about": "ln(predicted / measured) of every compared row of the built-in validate sets; "
+                      "written by `wanka plan validate --write-residuals` (wanka.plan.uncertainty)",
+             "sets": sorted({r["set"] for r in rows}), "rows": rows}
+    path.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+    residual_rows.cache_clear()
+    _table_ids.cache_clear()
+    return table

@@ -1,0 +1,87 @@
+"""Prediction intervals from the validation residuals (wanka.plan.uncertainty, docs/plan.md
+"Uncertainty"): coverage on the built-in sets, leave-one-out, the stored table is current."""
+
+import json
+import math
+
+import pytest
+
+from wanka.plan import uncertainty as U
+from wanka.plan.published import built_in_runs, check_row, load_rows, summary
+
+
+@pytest.fixture(scope="module")
+def checks():
+    return {name: [check_row(r) for r in load_rows(name)] for name in built_in_runs()}
+
+
+KNOWN_SHORT = {  # sets whose held-out coverage is below 70% today, with the reason (docs/plan.md)
+    "calibration": "the Megatron-Core r0.8.0 weak-scaling sweep (9 rows, errors -31%..+25%) is wider than the "
+                   "dense class's NeMo rows: 64% coverage",
+}
+
+
+@pytest.mark.parametrize("name", ["calibration", "dgxc"])
+def test_p10_p90_cover_70_to_90_percent_of_every_built_in_set(checks, name, request):
+    if name in KNOWN_SHORT:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_SHORT[name]))
+    cov = summary(checks[name])["p10_p90_coverage"]
+    assert cov is not None and 0.70 <= cov <= 0.90, cov
+
+
+def test_every_compared_row_is_judged_and_covered_means_inside(checks):
+    for rows in checks.values():
+        for c in rows:
+            if c.skipped or c.basis == "run-level":
+                continue
+            assert c.covered is not None and c.p10 < c.p90
+            measured = {"MFU": c.mfu_measured, "HFU": c.hfu_measured}.get(c.basis, c.measured)
+            assert c.covered == (c.p10 * (1 - 1e-9) <= measured <= c.p90 * (1 + 1e-9)), c.id
+
+
+def test_a_built_in_row_is_judged_without_its_own_configuration(checks):
+    differs = 0
+    for c in checks["dgxc"]:
+        if c.covered is None:
+            continue
+        held = U.interval(c.mechanism, c.group)
+        rest = [r["log_error"] for r in U.residual_rows() if r["group"] != c.group and r["class"] == held.mechanism]
+        if held.mechanism != "all":
+            assert held.q_low == pytest.approx(U.quantile(rest, U.LOW))
+        full = U.interval(c.mechanism)
+        differs += (held.q_low, held.q_high) != (full.q_low, full.q_high)
+    assert differs > 0  # leaving a configuration out changes some intervals: coverage is not in-sample
+
+
+def test_the_stored_residual_table_is_current(tmp_path, checks):
+    """Fails after a mechanism change until `wanka plan validate --write-residuals` is rerun."""
+    fresh = U.write_residuals(path=tmp_path / "r.json")
+    U.residual_rows.cache_clear()  # write_residuals cleared the cache for its own path; reload the package's
+    stored = json.loads(U.TABLE.read_text())["rows"]
+    assert [(r["id"], r["class"]) for r in fresh["rows"]] == [(r["id"], r["class"]) for r in stored]
+    assert [r["log_error"] for r in fresh["rows"]] == pytest.approx([r["log_error"] for r in stored], abs=1e-5)
+
+
+def test_intervals_of_rate_and_step_time_are_the_same_band():
+    iv = U.Interval("dense", 50, -0.1, 0.05)
+    rate, step = iv.rate(1000.0), iv.duration(2.0)
+    assert rate["p10"] * step["p90"] == pytest.approx(1000.0 * 2.0)
+    assert rate["p90"] * step["p10"] == pytest.approx(1000.0 * 2.0)
+    assert rate["p10"] == pytest.approx(1000 * math.exp(-0.05)) and iv.covers(1000.0, rate["p10"] * 1.001)
+    assert not iv.covers(1000.0, rate["p90"] * 1.01)
+
+
+def test_plan_json_carries_the_interval(run_json):
+    d = run_json("plan", "--model", "llama3-70b", "--cluster", "wanka-10k", "--gpus", "1024", "--layout",
+                 "tp=8,pp=4,gbs=512")
+    band = d["uncertainty"]
+    assert band["class"] == "dense" and band["residual_rows"] >= U.MIN_ROWS
+    t, s = band["tokens_per_s_per_gpu"], band["step_time_s"]
+    assert t["value"] == d["tokens_per_s_per_gpu"] and s["value"] == d["step_time_s"]
+    assert t["p10"] < t["p90"] and s["p10"] < s["p90"]
+
+
+def test_validate_json_reports_coverage(run_json):
+    d = run_json("plan", "validate", "--runs", "calibration")
+    assert 0 < d["summary"]["p10_p90_coverage"] < 1
+    assert all("p10" in r and "covered" in r for r in d["rows"])
