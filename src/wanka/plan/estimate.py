@@ -20,6 +20,7 @@ from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
+from wanka.plan.dp_schedule import exposed_dp_s
 from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
 from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
 from wanka.plan.zero3 import UNITS as ZERO3_UNITS, zero3_microbatch_s
@@ -72,6 +73,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         raise SpecError("options.recompute_modules", f"names among {', '.join(RECOMPUTE_MODULES)}", ",".join(bad))
     if opts.zero3_unit not in ZERO3_UNITS:
         raise SpecError("options.zero3_unit", " | ".join(ZERO3_UNITS), opts.zero3_unit)
+    if opts.grad_sync not in ("auto", "per_step"):
+        raise SpecError("options.grad_sync", "auto | per_step", opts.grad_sync)
     if not 0.0 <= opts.comm_sm_fraction < 1.0:
         raise SpecError("options.comm_sm_fraction", "a fraction in [0, 1)", opts.comm_sm_fraction)
     dualpipe = opts.pipeline == "dualpipe"
@@ -142,12 +145,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     dense_p = sum(_stage_params(model, lay, i)[0] for i in fullest)
     expert_p = sum(_stage_params(model, lay, i)[1] for i in fullest)
     dp = dp_comm(cluster, lay, dense_p, expert_p, opts)
-    if opts.dp_overlap:
-        dp_exposed = max(0.0, dp.grad_s - bwd) + max(0.0, dp.param_s - fwd)
-        z3 = dp.per_step_microbatches(lay) * max(0.0, dp.microbatch_rs_s - (fwd + bwd))
-    else:
-        dp_exposed = dp.grad_s + dp.param_s
-        z3 = dp.per_step_microbatches(lay) * dp.microbatch_rs_s
+    dp_exposed = exposed_dp_s(dp, lay, fwd, bwd, opts)  # the framework's schedule: plan/dp_schedule.py
+    z3 = 0.0
     if lay.zero == 3:  # gathers and reduce-scatters of every micro-batch, unit by unit
         z3 = lay.microbatches * zero3_microbatch_s(cluster, model, lay, runs, dense_p, expert_p, opts)[0]
     shard = lay.dp * lay.cp if lay.zero >= 1 else 1
