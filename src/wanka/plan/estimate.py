@@ -186,7 +186,7 @@ def _recompute_flops(model: ModelSpec, seq: int, recompute: str, modules: tuple[
     """Recomputed FLOPs per token (HFU): full = one more forward of the layers; selective = the
     attention core (core_attn) and MLA's up-projections (mla_up_proj); norms and activation
     functions are not FLOPs by the convention."""
-    from wanka.workload.flops import attention_gemms, token_flops
+    from wanka.workload.flops import attention_gemms, mlp_gemms, token_flops
 
     tf = token_flops(model, seq)
     if recompute != "selective":
@@ -194,4 +194,7 @@ def _recompute_flops(model: ModelSpec, seq: int, recompute: str, modules: tuple[
     out = tf.recompute_selective if "core_attn" in modules else 0.0
     if "mla_up_proj" in modules and model.mla is not None:
         out += model.layers * sum(2.0 * g.k * g.n for g in attention_gemms(model) if g.name in ("q_up", "kv_up"))
+    if "mlp" in modules:  # the dense layers' MLP GEMMs
+        dense = model.layers if model.moe is None else model.moe.dense_layers
+        out += dense * sum(2.0 * g.k * g.n for g in mlp_gemms(model, model.ffn_hidden))
     return out
