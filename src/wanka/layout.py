@@ -6,7 +6,7 @@ Degrees: tp (tensor), pp (pipeline stages), vpp (virtual stages per rank, interl
 cp (context), dp (data; may be omitted and derived from the GPU count), ep (expert parallel: the
 experts are sharded over the dp*cp ranks, as in Megatron-Core), etp (expert tensor parallel,
 Megatron-Core --expert-tensor-parallel-size: omitted, the experts are split like the dense layers
-over tp and ep divides dp*cp; given, the experts are split over etp ranks and ep*etp divides
+over tp when ep divides dp*cp, else etp=1 is inferred (the EP group spans the TP ranks); given, the experts are split over etp ranks and ep*etp divides
 tp*cp*dp, so with etp=1 an EP group may span the TP ranks), dp_shard (HSDP: FSDP shard group
 size inside dp, default all of dp when zero=3). Batch: mbs (sequences per micro-batch), gbs
 (sequences per step; default dp*mbs*pp: pp micro-batches per pipeline, the fewest that fill a
@@ -122,17 +122,23 @@ class Layout:
         gbs = self.gbs if self.gbs is not None else dp * self.mbs * self.pp
         if gbs % (dp * self.mbs):
             raise SpecError(f"{field}.gbs", f"a multiple of dp*mbs ({dp * self.mbs})", gbs)
-        if self.etp is None and (dp * self.cp) % self.ep:
-            raise SpecError(f"{field}.ep", f"a divisor of dp*cp ({dp * self.cp}), or give etp", self.ep)
-        if self.etp is not None:
-            if self.tp % self.etp:
-                raise SpecError(f"{field}.etp", f"a divisor of tp ({self.tp})", self.etp)
-            if (self.tp * self.cp * dp) % (self.ep * self.etp):
+        etp = self.etp
+        if etp is None and (dp * self.cp) % self.ep:
+            # an EP group wider than dp*cp spans the TP ranks: the experts cannot also be split over
+            # tp, so etp is 1 (Megatron-Core builds its expert groups over tp*cp*dp ranks in the
+            # order etp, ep, expert-dp: parallel_state.py, expert RankGenerator)
+            if (self.tp * self.cp * dp) % self.ep:
+                raise SpecError(f"{field}.ep", f"a divisor of tp*cp*dp ({self.tp * self.cp * dp})", self.ep)
+            etp = 1
+        if etp is not None:
+            if self.tp % etp:
+                raise SpecError(f"{field}.etp", f"a divisor of tp ({self.tp})", etp)
+            if (self.tp * self.cp * dp) % (self.ep * etp):
                 raise SpecError(f"{field}.ep", f"ep*etp dividing tp*cp*dp ({self.tp * self.cp * dp})",
-                                self.ep * self.etp)
+                                self.ep * etp)
         if self.dp_shard is not None and dp % self.dp_shard:
             raise SpecError(f"{field}.dp_shard", f"a divisor of dp ({dp})", self.dp_shard)
-        out = replace(self, dp=dp, gbs=gbs)
+        out = replace(self, dp=dp, gbs=gbs, etp=etp)
         if self.vpp > 1 and out.microbatches % self.pp:
             raise SpecError(f"{field}.vpp", f"micro-batches ({out.microbatches}) divisible by pp ({self.pp}) for interleaving", self.vpp)
         if model is not None:

@@ -22,8 +22,11 @@ def test_etp_is_parsed_printed_and_checked(case):
     assert "etp=1" in str(lay) and "etp" not in str(Layout.parse("tp=4"))
     with pytest.raises(SpecError, match="etp"):
         Layout.parse("tp=4,ep=2,etp=3").resolve(c.gpus, m)  # etp must divide tp
-    with pytest.raises(SpecError, match="ep.*dp\\*cp"):
-        Layout.parse("tp=4,ep=32,gbs=64").resolve(c.gpus, m)  # without etp, ep must divide dp*cp = 16
+    # without etp, an EP group wider than dp*cp (= 4 here) spans the TP ranks: etp 1 is inferred
+    wide = Layout.parse("tp=4,pp=4,ep=8,gbs=64").resolve(c.gpus, m)
+    assert (wide.dp, wide.etp, wide.expert_tp, wide.expert_dp) == (4, 1, 1, 2)
+    with pytest.raises(SpecError, match="ep.*tp\\*cp\\*dp"):
+        Layout.parse("tp=1,pp=16,ep=8,gbs=64").resolve(c.gpus, m)  # 8 does not divide tp*cp*dp = 4
     with pytest.raises(SpecError, match="ep\\*etp"):
         Layout.parse("tp=4,pp=4,ep=8,etp=4,gbs=64").resolve(c.gpus, m)  # 8 x 4 does not divide tp*cp*dp = 16
 
