@@ -37,7 +37,7 @@ class LayerTime:
 
 def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_bytes: int,
                  moe_tokens_per_expert: float | None, etp: int | None = None,
-                 local_experts: float = 1.0) -> tuple[float, float]:
+                 local_experts: float = 1.0, imbalance: float = 1.0) -> tuple[float, float]:
     """A GEMM (a grouped GEMM over the `local_experts` experts this GPU holds, for routed experts):
     FLOP time at the shape-adjusted rate, never faster than streaming inputs, every local expert's
     weights and the outputs from HBM."""
@@ -55,14 +55,18 @@ def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_byt
     t = flops / (peak * E.shape_factor(m_dim, n, k))
     weights = k * n * (local_experts if g.expert else 1.0)
     t_mem = (rows * k + weights + rows * n) * w_bytes / hbm
-    return max(t, t_mem), flops
+    # routed experts: the most-loaded EP rank sets the pace (wanka.plan.moe_cost); FLOPs stay the mean
+    slow = imbalance if g.expert else 1.0
+    return max(t, t_mem) * slow, flops
 
 
 @memo_by_identity(2)
 def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int, seq_full: int,
                tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str,
-               modules: tuple[str, ...] = ("core_attn",), etp: int | None = None) -> LayerTime:
-    """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names)."""
+               modules: tuple[str, ...] = ("core_attn",), etp: int | None = None,
+               imbalance: float = 1.0) -> LayerTime:
+    """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names);
+    `imbalance`: max/mean routed tokens per EP rank (wanka.plan.moe_cost)."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
@@ -73,7 +77,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         local = m.moe.experts / ep
     gemm_s = gemm_flops = up_proj_s = up_proj_flops = mlp_s = mlp_flops = 0.0
     for g in layer_gemms(m, moe_layer):
-        t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp, local)
+        t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp, local, imbalance)
         gemm_s += t
         gemm_flops += f
         if g.name in ("q_up", "kv_up"):
@@ -108,7 +112,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     ffn_traffic = (6 if m.activation == "swiglu" else 4) * m.ffn_hidden
     if moe_layer and m.moe is not None:
         act = (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden
-        ffn_traffic = m.moe.top_k * (act + 8 * h) + m.moe.shared_experts * act
+        ffn_traffic = imbalance * m.moe.top_k * (act + 8 * h) + m.moe.shared_experts * act
     rope = 0 if m.norm == "layernorm" else 4 * (m.heads + m.kv_heads_) * m.head_dim_
     split = tokens * (ffn_traffic + rope)
     elem_fwd = (repl / (tp if sp else 1) + split / tp) / hbm

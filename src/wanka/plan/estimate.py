@@ -22,6 +22,7 @@ from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s
 from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
+from wanka.plan.moe_cost import moe_imbalance, moe_mlp_tp_multiplier
 from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
 from wanka.plan.zero3 import UNITS as ZERO3_UNITS, zero3_microbatch_s
 from wanka.workload.activations import RECOMPUTE_MODULES
@@ -86,15 +87,18 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     sp = lay.sequence_parallel
     act_bytes = 2.0 * tokens_mb * model.hidden  # one micro-batch's activations (16-bit)
 
-    tp_s = tp_layer_comm_s(cluster, lay, act_bytes, opts)
+    tp_dense_s = tp_layer_comm_s(cluster, lay, act_bytes, opts)
     kv_heads = model.heads if model.mla else model.kv_heads_
     kv_chunk = 2.0 * 2 * tokens_mb * max(1.0, kv_heads / lay.tp) * model.head_dim_
-    dispatch = 0.0
+    dispatch, imbalance, tp_moe_s = 0.0, 1.0, tp_dense_s
     if model.moe is not None:
         dispatch = tokens_mb * model.moe.top_k * model.hidden * (1 if lay.precision == "fp8" else 2) / (lay.tp if sp else 1)
+        # the most-loaded EP rank's share, and the routed tokens' TP traffic (plan/moe_cost.py)
+        imbalance = moe_imbalance(lay, tokens_mb * lay.expert_tp / lay.tp, model.moe.top_k, opts.moe_imbalance)
+        tp_moe_s = tp_dense_s * (1 + moe_mlp_tp_multiplier(lay, model.moe.top_k, model.moe.shared_experts)) / 2
     # DualPipe overlaps the all-to-all and the pipeline transfers with the paired chunk's compute
     # (DeepSeek-V3 s.3.2.1): not exposed
-    ep_s = 0.0 if dualpipe else ep_layer_comm_s(cluster, lay, dispatch, opts)
+    ep_s = 0.0 if dualpipe else ep_layer_comm_s(cluster, lay, dispatch * imbalance, opts)
 
     slow = 1.0 / (1.0 - opts.comm_sm_fraction)  # SMs lent to communication kernels
 
@@ -106,17 +110,19 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             if not count:
                 continue
             lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
-                            lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp)
+                            lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp,
+                            imbalance if is_moe else 1.0)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
+            tp_l = tp_moe_s if is_moe else tp_dense_s
             full = lay.recompute == "full"
             # one layer's forward and backward (without a full-recompute replay) for ZeRO-3's units
-            runs.append((lt, count, is_moe, lt.fwd_s * slow + tp_s + cp_f + ep_l,
-                         (lt.bwd_s + (0.0 if full else lt.recompute_s)) * slow + tp_s + cp_b + ep_l))
-            fwd += count * (lt.fwd_s * slow + tp_s + cp_f + ep_l)
-            bwd += count * ((lt.bwd_s + lt.recompute_s) * slow + tp_s * (2 if full else 1) + cp_b + ep_l * (2 if full else 1))
+            runs.append((lt, count, is_moe, lt.fwd_s * slow + tp_l + cp_f + ep_l,
+                         (lt.bwd_s + (0.0 if full else lt.recompute_s)) * slow + tp_l + cp_b + ep_l))
+            fwd += count * (lt.fwd_s * slow + tp_l + cp_f + ep_l)
+            bwd += count * ((lt.bwd_s + lt.recompute_s) * slow + tp_l * (2 if full else 1) + cp_b + ep_l * (2 if full else 1))
             rec += count * lt.recompute_s * slow
-            comm["tp"] += count * tp_s * (3 if full else 2)
+            comm["tp"] += count * tp_l * (3 if full else 2)
             comm["cp"] += count * (cp_f + cp_b)
             comm["ep"] += count * ep_l * (3 if full else 2)
         if last:  # the output layer and loss run on the last stage
