@@ -120,8 +120,9 @@ def _framework_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("framework mechanisms (docs/plan.md, Options)")
     g.add_argument("--framework", metavar="NAME", help="framework profile, a documented set of the switches "
                    "below (docs/plan.md 'Framework profiles'): " + " | ".join(PROFILES) + "; explicit flags win")
-    g.add_argument("--attention", choices=("flash", "unfused"), default=None,
-                   help="flash (FlashAttention) or unfused (materialised scores, Megatron before 2023)")
+    g.add_argument("--attention", choices=("flash", "flash2", "unfused"), default=None,
+                   help="flash (FlashAttention, FA3 on Hopper), flash2 (FlashAttention-2 kernels, PyTorch SDPA "
+                   "in 2024) or unfused (materialised scores, Megatron before 2023)")
     g.add_argument("--tp-overlap", type=float, default=None, metavar="F",
                    help="fraction of TP communication hidden under GEMMs (TE userbuffers; default 0)")
     g.add_argument("--no-dp-overlap", action="store_true", help="gradient reduce / parameter gather not overlapped")

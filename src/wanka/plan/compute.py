@@ -4,7 +4,8 @@ Three kinds of kernels (docs/plan.md "Compute"):
   GEMMs        2*M*N*K FLOPs at the sustained GEMM rate (plan.efficiency) times a shape factor for
                the per-GPU dimensions after TP sharding; never faster than streaming its operands
                from HBM (roofline). Backward = 2x forward (input and weight gradients).
-  attention    flash: causal FLOPs (half the full s x s count) at the FlashAttention rate, backward
+  attention    flash (flash2: FlashAttention-2's rate on Hopper, plan.efficiency):
+               causal FLOPs (half the full s x s count) at the FlashAttention rate, backward
                2.5x forward (FlashAttention-2 recomputes QK^T: 5 GEMMs vs 2; Dao 2023 section 3.1.2).
                unfused (Megatron before 2023): full s x s batched GEMMs plus the memory traffic of
                materialised scores, softmax and dropout: 8 + 5*dropout bytes per score element
@@ -22,7 +23,7 @@ from wanka.plan.memo import memo_by_identity
 from wanka.hardware import GPU
 from wanka.plan import efficiency as E
 from wanka.workload.activations import uses_dropout
-from wanka.workload.flops import Gemm, attention_dims, head_gemm, layer_gemms
+from wanka.workload.flops import Gemm, alternate_matmul_fraction, attention_dims, head_gemm, layer_gemms
 from wanka.workload.spec import ModelSpec
 
 
@@ -91,12 +92,12 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     heads = m.heads / tp
     full_flops = 2.0 * mbs * heads * seq_local * seq_full * (d_qk + d_v)
     drop = 1.0 if uses_dropout(m) else 0.0
-    if attention == "flash":
+    if attention in ("flash", "flash2"):
         # context parallelism: cp ring steps, each a (s/cp) x (s/cp) block at the short-block rate,
         # plus the fp32 output/LSE correction of every step after the first (read + write) and its
         # kernels (Megatron-Core/Transformer Engine ring attention)
         cp = max(1, round(seq_full / seq_local))
-        attn_fwd = 0.5 * full_flops / (E.attention_flops(gpu) * E.attention_length_factor(seq_local))
+        attn_fwd = 0.5 * full_flops / (E.attention_flops(gpu, attention) * E.attention_length_factor(seq_local))
         if cp > 1:
             attn_fwd += (cp - 1) * (2 * 4.0 * mbs * seq_local * heads * d_v / hbm + 2 * E.KERNEL_OVERHEAD_S)
         attn_bwd = 2.5 * attn_fwd
@@ -134,6 +135,10 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         if "mla_up_proj" in modules and m.mla is not None:
             recompute_s += up_proj_s + tokens * rope / tp / hbm
             hw += up_proj_flops
+        if "alternate_matmuls" in modules and not moe_layer:  # torchtitan per-op SAC: every second matmul
+            share = alternate_matmul_fraction(m)
+            recompute_s += share * gemm_s + elem_fwd  # + the unsaved elementwise ops (norms, SiLU, RoPE)
+            hw += share * gemm_flops
         if "mlp" in modules and not moe_layer:  # the dense MLP's GEMMs and activation function again
             recompute_s += mlp_s + tokens * (6 if m.activation == "swiglu" else 4) * m.ffn_hidden / tp / hbm
             hw += mlp_flops

@@ -74,6 +74,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         raise SpecError("options.recompute_modules", f"names among {', '.join(RECOMPUTE_MODULES)}", ",".join(bad))
     if opts.zero3_unit not in ZERO3_UNITS:
         raise SpecError("options.zero3_unit", " | ".join(ZERO3_UNITS), opts.zero3_unit)
+    if opts.attention not in ("flash", "flash2", "unfused"):
+        raise SpecError("options.attention", "flash | flash2 | unfused", opts.attention)
     if opts.grad_sync not in ("auto", "per_step"):
         raise SpecError("options.grad_sync", "auto | per_step", opts.grad_sync)
     if not 0.0 <= opts.comm_sm_fraction < 1.0:
@@ -192,7 +194,7 @@ def _recompute_flops(model: ModelSpec, seq: int, recompute: str, modules: tuple[
     """Recomputed FLOPs per token (HFU): full = one more forward of the layers; selective = the
     attention core (core_attn) and MLA's up-projections (mla_up_proj); norms and activation
     functions are not FLOPs by the convention."""
-    from wanka.workload.flops import attention_gemms, mlp_gemms, token_flops
+    from wanka.workload.flops import alternate_matmul_fraction, attention_gemms, mlp_gemms, token_flops
 
     tf = token_flops(model, seq)
     if recompute != "selective":
@@ -200,7 +202,10 @@ def _recompute_flops(model: ModelSpec, seq: int, recompute: str, modules: tuple[
     out = tf.recompute_selective if "core_attn" in modules else 0.0
     if "mla_up_proj" in modules and model.mla is not None:
         out += model.layers * sum(2.0 * g.k * g.n for g in attention_gemms(model) if g.name in ("q_up", "kv_up"))
+    dense = model.layers if model.moe is None else model.moe.dense_layers
     if "mlp" in modules:  # the dense layers' MLP GEMMs
-        dense = model.layers if model.moe is None else model.moe.dense_layers
         out += dense * sum(2.0 * g.k * g.n for g in mlp_gemms(model, model.ffn_hidden))
+    if "alternate_matmuls" in modules:  # torchtitan per-op SAC: every second matmul of a dense block
+        gemms = attention_gemms(model) + mlp_gemms(model, model.ffn_hidden)
+        out += dense * alternate_matmul_fraction(model) * sum(2.0 * g.k * g.n for g in gemms)
     return out

@@ -36,7 +36,7 @@ from wanka.comm import collective_time, group_for_stride
 class Options:
     """How the training framework runs: mechanisms, not fitted factors (docs/plan.md)."""
 
-    attention: str = "flash"  # flash | unfused (materialised s x s scores, pre-2023 Megatron)
+    attention: str = "flash"  # flash | flash2 (FlashAttention-2 kernels) | unfused (materialised s x s, pre-2023 Megatron)
     tp_overlap: float = 0.0  # fraction of TP communication hidden under GEMMs (TE userbuffers ~)
     dp_overlap: bool = True  # gradient reduce overlapped with backward, param gather with forward
     ep_overlap: float = 0.0  # fraction of EP all-to-all hidden (DeepSeek DualPipe-style ~1)

@@ -20,6 +20,11 @@ Finer selective recompute (`modules`, the names of Megatron-Core's --recompute-m
                (DeepSeek-V3 s.3.3.2 "Inputs of the SwiGLU operator in MoE")
   mlp          the dense MLP is recomputed from its input (Megatron-Core --recompute-modules mlp;
                MaxText remat policies that save only the attention projections)
+  alternate_matmuls  torchtitan's per-op selective checkpointing (parallelize_llama.py
+               `_save_list`, selective_ac_option "op"): every matmul output is saved except every
+               second one of a block (wk, wo, w3 in the order wq wk wv wo w1 w3 w2), which is
+               recomputed; the attention output is saved. Time and FLOPs only: its memory is
+               counted as plain selective recompute (an overestimate)
 FP8 activation caching (`fp8`): inputs of FP8 GEMMs are cached in FP8, 1 byte (DeepSeek-V3 s.3.3.2
 "we cache the activations in FP8 format for the Linear operator's backward pass"; Transformer
 Engine likewise saves the FP8-cast input of an FP8 Linear for its weight gradient): norm outputs,
@@ -38,7 +43,7 @@ from dataclasses import dataclass
 from wanka.workload.flops import attention_dims
 from wanka.workload.spec import ModelSpec
 
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp")
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "alternate_matmuls")
 
 
 def uses_dropout(m: ModelSpec) -> bool:
