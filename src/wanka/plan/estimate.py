@@ -137,7 +137,10 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in distinct_stages(model, lay.pp)}
     fwd, bwd, rec, comm, runs = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
 
-    p2p = 0.0 if dualpipe else pp_p2p_s(cluster, lay, act_bytes / (lay.tp if (sp or lay.tp > 1) else 1), opts)
+    # each TP rank sends 1/tp of the activation with sequence parallelism or Megatron's scatter/gather
+    # (Narayanan et al. SC'21 s.4.1); DeepSpeed's pipeline engine sends the whole output tensor
+    split = sp or (lay.tp > 1 and opts.pp_scatter_gather)
+    p2p = 0.0 if dualpipe else pp_p2p_s(cluster, lay, act_bytes / (lay.tp if split else 1), opts)
     p2p_mb = 2 * lay.vpp * p2p  # one forward and one backward transfer per model chunk
     m = lay.microbatches
     per_mb = fwd + bwd + p2p_mb

@@ -65,6 +65,9 @@ class Options:
     # MoE routing imbalance: max/mean routed tokens per EP rank (wanka.plan.moe_cost); None: the
     # statistical floor of a balanced router (multinomial spread of the micro-batch's tokens)
     moe_imbalance: float | None = None
+    # pipeline sends split over the TP ranks (Megatron's scatter/gather, SC'21 s.4.1); False:
+    # DeepSpeed's pipeline engine sends each stage's whole output from every TP rank
+    pp_scatter_gather: bool = True
 
 
 @lru_cache(maxsize=200_000)

@@ -31,6 +31,8 @@ _DS_GATHER = "DeepSpeed runtime/zero/stage_1_and_2.py step(): all_gather_dp_grou
 _DS_PIPE = ("DeepSpeed runtime/pipe/engine.py: the pipeline engine turns enable_backward_allreduce off and reduces "
             "gradients once, after the last micro-batch (_exec_reduce_grads), not overlapped; ZeRO-2/3 are refused "
             "with pipeline parallelism")
+_DS_P2P = ("DeepSpeed runtime/pipe/engine.py _exec_send_activations sends the stage's whole output tensor from every "
+           "rank (no Megatron scatter/gather split over the TP ranks, Narayanan et al. SC'21 s.4.1)")
 _OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
              "materialised (fused scale-mask-softmax kernels, still s x s in HBM)")
 _NO_TP_OVERLAP = "Megatron-LM before Megatron-Core/TE userbuffers (2023) ran TP collectives between the GEMMs"
@@ -81,9 +83,11 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
                "grad_sync": _MCORE_DDP}),
     Framework("megatron-deepspeed", "Megatron-DeepSpeed (BLOOM, MT-NLG era, 2021-2022): DeepSpeed pipeline "
               "engine, ZeRO-1, unfused attention",
-              dict(attention="unfused", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False),
+              dict(attention="unfused", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
+                   pp_scatter_gather=False),
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP, "dp_overlap": _DS_REDUCE,
-               "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE}, pipeline_switches=_DS_PIPE_SWITCHES),
+               "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE, "pp_scatter_gather": _DS_P2P},
+              pipeline_switches=_DS_PIPE_SWITCHES),
     Framework("deepspeed", "DeepSpeed ZeRO (engine without pipeline): reduce at the boundary (ZeRO-1), every "
               "micro-batch with overlap_comm (ZeRO-2), per-submodule fetch (ZeRO-3)",
               dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight"),
