@@ -66,3 +66,15 @@ def test_without_zero_the_expert_optimizer_step_is_not_sharded(case):
     extra = whole.breakdown["optimizer"] - full.breakdown["optimizer"]
     per_param = full.breakdown["optimizer"] / sum(_stage_params(m, full.layout, 0))
     assert extra == pytest.approx(per_param * (e_whole - e_full), rel=1e-9)
+
+
+def test_search_enumerates_whole_experts_across_the_tp_ranks(case):
+    from wanka.plan.search import candidate_layouts, search
+
+    m, c = case
+    cands = list(candidate_layouts(m, c, 64, m.seq_len))
+    wide = [lay for lay in cands if lay.etp == 1 and (lay.dp * lay.cp) % lay.ep]
+    assert wide and all((lay.tp * lay.cp * lay.dp) % lay.ep == 0 for lay in wide)
+    assert not any(lay.etp == 1 and lay.tp == 1 for lay in cands)  # etp 1 = etp omitted without TP
+    best = search(m, c, gbs=64, top=50)
+    assert {e.layout.etp for e in best} == {None, 1}  # both kinds priced and ranked together
