@@ -33,6 +33,8 @@ _DS_PIPE = ("DeepSpeed runtime/pipe/engine.py: the pipeline engine turns enable_
             "with pipeline parallelism")
 _DS_P2P = ("DeepSpeed runtime/pipe/engine.py _exec_send_activations sends the stage's whole output tensor from every "
            "rank (no Megatron scatter/gather split over the TP ranks, Narayanan et al. SC'21 s.4.1)")
+_DS_COMM_DTYPE = ("DeepSpeed runtime/engine.py communication_data_type: unless configured, gradients are reduced in "
+                  "the training dtype (fp16/bf16), 2 bytes, not in fp32")
 _OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
              "materialised (fused scale-mask-softmax kernels, still s x s in HBM)")
 _NO_TP_OVERLAP = "Megatron-LM before Megatron-Core/TE userbuffers (2023) ran TP collectives between the GEMMs"
@@ -84,14 +86,15 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("megatron-deepspeed", "Megatron-DeepSpeed (BLOOM, MT-NLG era, 2021-2022): DeepSpeed pipeline "
               "engine, ZeRO-1, unfused attention",
               dict(attention="unfused", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
-                   pp_scatter_gather=False),
+                   pp_scatter_gather=False, grad_bytes=2),
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP, "dp_overlap": _DS_REDUCE,
-               "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE, "pp_scatter_gather": _DS_P2P},
+               "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE, "pp_scatter_gather": _DS_P2P,
+               "grad_bytes": _DS_COMM_DTYPE},
               pipeline_switches=_DS_PIPE_SWITCHES),
     Framework("deepspeed", "DeepSpeed ZeRO (engine without pipeline): reduce at the boundary (ZeRO-1), every "
               "micro-batch with overlap_comm (ZeRO-2), per-submodule fetch (ZeRO-3)",
-              dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight"),
-              {"dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER,
+              dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight", grad_bytes=2),
+              {"dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_bytes": _DS_COMM_DTYPE,
                "zero3_unit": "DeepSpeed ZeRO-3 fetches parameters per submodule (runtime/zero/partitioned_param_"
                              "coordinator.py)", "grad_sync": _DS_PIPE},
               pipeline_switches=_DS_PIPE_SWITCHES,
