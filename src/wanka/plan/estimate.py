@@ -94,7 +94,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     kv_chunk = 2.0 * 2 * tokens_mb * max(1.0, kv_heads / lay.tp) * model.head_dim_
     dispatch, imbalance, tp_moe_s = 0.0, 1.0, tp_dense_s
     if model.moe is not None:
-        dispatch = tokens_mb * model.moe.top_k * model.hidden * (1 if lay.precision == "fp8" else 2) / (lay.tp if sp else 1)
+        elem = opts.moe_dispatch_bytes or (1 if lay.precision == "fp8" else 2)
+        dispatch = tokens_mb * model.moe.top_k * model.hidden * elem / (lay.tp if sp else 1)
         # the most-loaded EP rank's share, and the routed tokens' TP traffic (plan/moe_cost.py)
         imbalance = moe_imbalance(lay, tokens_mb * lay.expert_tp / lay.tp, model.moe.top_k, opts.moe_imbalance)
         tp_moe_s = tp_dense_s * (1 + moe_mlp_tp_multiplier(lay, model.moe.top_k, model.moe.shared_experts)) / 2

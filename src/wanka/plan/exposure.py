@@ -10,7 +10,8 @@ outermost (wanka.layout). Every collective is priced by wanka.comm.collective_ti
   CP   ring attention: cp-1 exchanges of the local K,V chunk per layer forward, K,V and their
        gradients backward, overlapped with the attention of the chunk in hand (exposed: the excess).
   EP   token dispatch and combine all-to-all per MoE layer, forward and backward (b*s*top_k*h bytes
-       per rank; FP8 dispatch in fp8 runs), exposed unless Options.ep_overlap.
+       per rank; FP8 dispatch in fp8 runs unless Options.moe_dispatch_bytes), exposed unless
+       Options.ep_overlap.
   PP   one send/recv of b*s*h*2 bytes (/tp with the scatter-gather optimisation or sequence
        parallelism) per micro-batch per model chunk per direction, on the critical path.
   DP   gradient all-reduce (zero 0) or reduce-scatter + parameter all-gather (zero >= 1) once per
@@ -65,6 +66,9 @@ class Options:
     # MoE routing imbalance: max/mean routed tokens per EP rank (wanka.plan.moe_cost); None: the
     # statistical floor of a balanced router (multinomial spread of the micro-batch's tokens)
     moe_imbalance: float | None = None
+    # bytes per element of the MoE dispatch all-to-all; None: 1 in FP8 runs (DeepSeek-V3 s.3.3: FP8
+    # dispatch), else 2. Megatron-Core's all-to-all dispatcher sends the BF16 hidden states: 2
+    moe_dispatch_bytes: int | None = None
     # pipeline sends split over the TP ranks (Megatron's scatter/gather, SC'21 s.4.1); False:
     # DeepSpeed's pipeline engine sends each stage's whole output from every TP rank
     pp_scatter_gather: bool = True

@@ -70,8 +70,11 @@ class Framework:
         return dataclasses.replace(base or Options(), **kw)
 
 
-_MCORE = dict(tp_overlap=0.5, grad_sync="per_step", dp_overlap=True)
-_MCORE_SRC = {"tp_overlap": _TE_TP_OVERLAP, "grad_sync": _MCORE_DDP, "dp_overlap": _MCORE_DDP}
+_MCORE = dict(tp_overlap=0.5, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2)
+_MCORE_SRC = {"tp_overlap": _TE_TP_OVERLAP, "grad_sync": _MCORE_DDP, "dp_overlap": _MCORE_DDP,
+              "moe_dispatch_bytes": "Megatron-Core transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: "
+                                    "the all-to-all moves the permuted hidden states in their dtype (BF16; FP8 "
+                                    "casts happen inside Transformer Engine's GEMMs), also in FP8 runs"}
 _DS_PIPE_SWITCHES = dict(grad_sync="per_step", dp_overlap=False, param_gather_overlap=False)
 
 PROFILES: dict[str, Framework] = {p.name: p for p in (
