@@ -83,8 +83,8 @@ def test_every_profile_switch_is_an_option_with_a_source():
     ("NeMo 24.12 (NeMo Launcher)", None, "megatron-core"),
     ("Megatron-Bridge (llmb recipe)", None, "megatron-core"),
     ("MaxText (JAX) 25.01 container", None, "jax-xla"),
-    ("Megatron-LM (2021)", "none", "megatron-lm-2021"),
-    ("Megatron-LM / DeepSpeed ZeRO-3 (2021)", "none", "megatron-lm-2021"),
+    ("Megatron-LM (2021)", "none", "megatron-lm"),  # validate takes megatron-lm-2021 for rows dated <= 2022
+    ("Megatron-LM / DeepSpeed ZeRO-3 (2021)", "none", "megatron-lm"),
     ("Megatron-LM / DeepSpeed ZeRO-3 (2021)", "ZeRO-3 via DeepSpeed", "deepspeed"),
     ("Megatron-DeepSpeed (BigScience fork)", "ZeRO-1", "megatron-deepspeed"),
     ("torchtitan (FSDP2)", None, "torchtitan"),
@@ -107,3 +107,14 @@ def test_cli_framework_flag(run_cli):
     assert out["deepspeed"] > out["megatron-core"]
     rc, _, err = run_cli(*argv, "--framework", "megatron")
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "--framework" in err and "megatron-core" in err
+
+
+@pytest.mark.parametrize("framework_text, attention, grad_sync", [
+    ("Megatron-LM (2024)", "flash", "per_step"), ("Megatron-LM", "flash", "per_step"),
+    ("Megatron-LM (2021)", "unfused", "per_step"), ("PyTorch FSDP (2023)", "flash", "auto")])
+def test_validate_rows_reduce_as_their_framework_does(framework_text, attention, grad_sync):
+    from wanka.plan.published import framework_options
+
+    row = {"parallelism": {"framework": framework_text, "zero_or_fsdp": "ZeRO-2"}, "architecture": {}}
+    opts = framework_options(row, Layout.parse("tp=8,pp=1,gbs=256,zero=2"))
+    assert (opts.attention, opts.grad_sync, opts.tp_overlap) == (attention, grad_sync, 0.0)

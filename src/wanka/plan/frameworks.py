@@ -81,6 +81,10 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("megatron-core", "Megatron-Core (2023-): distributed optimizer, overlapped DP, TE TP overlap",
               _MCORE, _MCORE_SRC),
     Framework("nemo", "NeMo 2 / Megatron-Bridge recipes: Megatron-Core underneath", _MCORE, _MCORE_SRC),
+    Framework("megatron-lm", "Megatron-LM (2023-, on Megatron-Core) without NeMo's recipe defaults: TP overlap "
+              "only when asked for", dict(tp_overlap=0.0, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2),
+              {"tp_overlap": "--tp-comm-overlap is opt-in in Megatron-LM (arguments.py)", "grad_sync": _MCORE_DDP,
+               "dp_overlap": _MCORE_DDP, "moe_dispatch_bytes": _MCORE_SRC["moe_dispatch_bytes"]}),
     Framework("megatron-lm-2021", "Megatron-LM as in SC'21/MLSys'23 (2021-2022): unfused attention, no TP overlap",
               dict(attention="unfused", tp_overlap=0.0, grad_sync="per_step", dp_overlap=True),
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP,
@@ -144,5 +148,5 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
     if "fsdp" in fw or "metaseq" in fw or "fairscale" in fw:
         return "fsdp"
     if "megatron" in fw:
-        return "megatron-lm-2021"
+        return "megatron-lm"  # published.framework_options takes megatron-lm-2021 for rows dated <= 2022
     return None

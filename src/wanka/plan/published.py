@@ -237,8 +237,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     year = _year(p)
     old = year is not None and year <= 2022 and "core" not in fw
     family = family_of(p.get("framework"), p.get("zero_or_fsdp"))
-    if family == "megatron-lm-2021" and not old:
-        family = None  # Megatron-LM of unknown or recent year: the planner's defaults
+    if family == "megatron-lm" and old:
+        family = "megatron-lm-2021"  # no FlashAttention, no TP overlap up to 2022
     opts = framework(family).options(lay) if family else Options()
     overlap = " ".join(str(p.get(k) or "") for k in ("comm_overlap", "framework")).lower()
     kw = {}
