@@ -3,8 +3,6 @@ engine mechanisms (plan/frameworks.py 'megatron-deepspeed')."""
 
 import dataclasses
 
-import pytest
-
 from wanka.plan.estimate import estimate
 from wanka.plan.published import check_row, framework_options, load_rows, row_cluster, row_layout, row_model
 
