@@ -22,6 +22,7 @@ from wanka.output import fmt, table
 from wanka.plan.estimate import estimate
 from wanka.plan.exposure import Options
 from wanka.plan.frameworks import PROFILES, framework
+from wanka.plan.published import built_in_runs
 from wanka.plan.search import SearchStats, search
 from wanka.plan.whole_run import whole_run
 from wanka.workload import load_model
@@ -86,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     psub = p.add_subparsers(dest="plan_command", metavar="{scale,validate}")
     v = psub.add_parser("validate", help="price published runs (a JSON file of rows) and report the error")
     v.add_argument("--runs", required=True, help="JSON list of runs with architecture/hardware/parallelism/result "
-                   "(the schema of the built-in `calibration` set), or a built-in set: calibration, dgxc")
+                   "(the schema of the built-in `calibration` set), or a built-in set: " + ", ".join(built_in_runs()))
     v.add_argument("--fail-above", type=float, metavar="F",
                    help="exit 1 when a compared row's |error| exceeds F (e.g. 0.3)")
     json_flag(v)
