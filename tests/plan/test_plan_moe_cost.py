@@ -45,3 +45,14 @@ def test_imbalance_slows_the_experts_not_the_flops(mixtral):
     assert skew.breakdown["ep_comm"] > even.breakdown["ep_comm"]
     # executed FLOPs (hfu x step) are the mean rank's: the same
     assert skew.hfu * skew.step_time_s == pytest.approx(even.hfu * even.step_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("field,value", [("moe_imbalance", 0.5), ("moe_imbalance", float("nan")),
+                                         ("moe_dispatch_bytes", 3), ("grad_sync", "sometimes")])
+def test_bad_mechanism_options_are_one_line_spec_errors(mixtral, field, value):
+    from wanka.errors import SpecError
+
+    m, c = mixtral
+    with pytest.raises(SpecError) as exc:
+        estimate(m, c, Layout.parse("tp=2,ep=8,gbs=64"), options=Options(**{field: value}))
+    assert exc.value.field == f"options.{field}"

@@ -78,6 +78,10 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         raise SpecError("options.attention", "flash | flash2 | unfused", opts.attention)
     if opts.grad_sync not in ("auto", "per_step"):
         raise SpecError("options.grad_sync", "auto | per_step", opts.grad_sync)
+    if opts.moe_imbalance is not None and not (1.0 <= opts.moe_imbalance < float("inf")):
+        raise SpecError("options.moe_imbalance", "max/mean routed load per EP rank, >= 1", opts.moe_imbalance)
+    if opts.moe_dispatch_bytes not in (None, 1, 2, 4):
+        raise SpecError("options.moe_dispatch_bytes", "1, 2 or 4 bytes per element", opts.moe_dispatch_bytes)
     if not 0.0 <= opts.comm_sm_fraction < 1.0:
         raise SpecError("options.comm_sm_fraction", "a fraction in [0, 1)", opts.comm_sm_fraction)
     dualpipe = opts.pipeline == "dualpipe"
