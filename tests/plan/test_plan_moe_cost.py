@@ -56,3 +56,14 @@ def test_bad_mechanism_options_are_one_line_spec_errors(mixtral, field, value):
     with pytest.raises(SpecError) as exc:
         estimate(m, c, Layout.parse("tp=2,ep=8,gbs=64"), options=Options(**{field: value}))
     assert exc.value.field == f"options.{field}"
+
+
+def test_capacity_factor_pads_every_expert_to_capacity(mixtral):
+    m, c = mixtral
+    lay = Layout.parse("tp=2,ep=8,gbs=64")
+    padded = estimate(m, c, lay, options=Options(moe_capacity_factor=1.25))
+    # Switch Transformer s.2.2: buffers of capacity_factor x the mean load, whatever the routing
+    assert padded.step_time_s == pytest.approx(estimate(m, c, lay, options=Options(moe_imbalance=1.25)).step_time_s)
+    assert padded.step_time_s == pytest.approx(
+        estimate(m, c, lay, options=Options(moe_capacity_factor=1.25, moe_imbalance=3.0)).step_time_s)
+    assert estimate(m, c, lay, options=Options(moe_capacity_factor=2.0)).step_time_s > padded.step_time_s

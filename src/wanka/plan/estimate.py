@@ -80,6 +80,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         raise SpecError("options.grad_sync", "auto | per_step", opts.grad_sync)
     if opts.moe_imbalance is not None and not (1.0 <= opts.moe_imbalance < float("inf")):
         raise SpecError("options.moe_imbalance", "max/mean routed load per EP rank, >= 1", opts.moe_imbalance)
+    if opts.moe_capacity_factor is not None and not (0.0 < opts.moe_capacity_factor < float("inf")):
+        raise SpecError("options.moe_capacity_factor", "a positive factor (1.0-2.0 typical)", opts.moe_capacity_factor)
     if opts.moe_dispatch_bytes not in (None, 1, 2, 4):
         raise SpecError("options.moe_dispatch_bytes", "1, 2 or 4 bytes per element", opts.moe_dispatch_bytes)
     if not 0.0 <= opts.comm_sm_fraction < 1.0:
@@ -101,7 +103,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         elem = opts.moe_dispatch_bytes or (1 if lay.precision == "fp8" else 2)
         dispatch = tokens_mb * model.moe.top_k * model.hidden * elem / (lay.tp if sp else 1)
         # the most-loaded EP rank's share, and the routed tokens' TP traffic (plan/moe_cost.py)
-        imbalance = moe_imbalance(lay, tokens_mb * lay.expert_tp / lay.tp, model.moe.top_k, opts.moe_imbalance)
+        imbalance = moe_imbalance(lay, tokens_mb * lay.expert_tp / lay.tp, model.moe.top_k, opts.moe_imbalance,
+                                  opts.moe_capacity_factor)
         tp_moe_s = tp_dense_s * (1 + moe_mlp_tp_multiplier(lay, model.moe.top_k, model.moe.shared_experts)) / 2
     # DualPipe overlaps the all-to-all and the pipeline transfers with the paired chunk's compute
     # (DeepSeek-V3 s.3.2.1): not exposed

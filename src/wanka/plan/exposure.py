@@ -66,6 +66,10 @@ class Options:
     # MoE routing imbalance: max/mean routed tokens per EP rank (wanka.plan.moe_cost); None: the
     # statistical floor of a balanced router (multinomial spread of the micro-batch's tokens)
     moe_imbalance: float | None = None
+    # token-dropping MoE: every expert's buffer is padded to capacity_factor x its mean load
+    # (Switch Transformer s.2.2; GShard; DeepSpeed-MoE sharded_moe.py dispatches [experts, capacity, h]);
+    # replaces the imbalance. None: dropless (Megatron-Core's default)
+    moe_capacity_factor: float | None = None
     # bytes per element of the MoE dispatch all-to-all; None: 1 in FP8 runs (DeepSeek-V3 s.3.3: FP8
     # dispatch), else 2. Megatron-Core's all-to-all dispatcher sends the BF16 hidden states: 2
     moe_dispatch_bytes: int | None = None

@@ -15,6 +15,12 @@ published figures (e.g. the balancedness = mean/max token load per EP rank that 
 vllm/distributed/eplb/eplb_state.py, for deployments balanced by deepseek-ai/EPLB) go in
 `Options.moe_imbalance` (max/mean = 1/balancedness), which replaces the floor.
 
+Capacity factor (token-dropping MoE: Switch Transformer, Fedus et al. 2021, s.2.2; GShard): an
+expert takes at most capacity_factor x (routed tokens / experts); the dispatch buffers are padded
+to that capacity (DeepSpeed-MoE sharded_moe.py: dispatch to [experts, capacity, hidden]; Megatron-Core
+--moe-pad-expert-input-to-capacity), so the experts' GEMMs and the all-to-all move capacity-sized
+buffers: load factor = capacity_factor, whatever the routing (`Options.moe_capacity_factor`).
+
 Tensor-parallel traffic of the routed tokens (Megatron-Core transformer/moe/token_dispatcher.py,
 MoEAlltoAllTokenDispatcher). A dense MLP under sequence parallelism all-gathers its input and
 reduce-scatters its output over the TP group: one token's h values each way. An MoE layer does
@@ -47,9 +53,14 @@ def balanced_router_imbalance(routed_copies: float, ep: int) -> float:
     return 1.0 + z_max * sd / mean
 
 
-def moe_imbalance(lay, tokens_per_rank: float, top_k: int, override: float | None) -> float:
-    """max/mean routed load per EP rank of one micro-batch: `override` (Options.moe_imbalance), else
-    the balanced-router floor for the EP group's tokens (`tokens_per_rank` tokens on each rank)."""
+def moe_imbalance(lay, tokens_per_rank: float, top_k: int, override: float | None,
+                  capacity_factor: float | None = None) -> float:
+    """max/mean routed load per EP rank of one micro-batch: with a capacity factor the padded
+    buffers (capacity_factor x the mean, Switch Transformer s.2.2); else `override`
+    (Options.moe_imbalance); else the balanced-router floor for the EP group's tokens
+    (`tokens_per_rank` tokens on each rank)."""
+    if capacity_factor is not None:
+        return capacity_factor
     if override is not None:
         return override
     return balanced_router_imbalance(tokens_per_rank * top_k * lay.ep, lay.ep)

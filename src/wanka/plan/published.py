@@ -253,6 +253,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     mods = tuple(m for m in RECOMPUTE_MODULES if m in rec)
     if mods:
         kw["recompute_modules"] = mods
+    if isinstance(p.get("moe_capacity_factor"), (int, float)) and p["moe_capacity_factor"] > 0:
+        kw["moe_capacity_factor"] = float(p["moe_capacity_factor"])  # token dropping, padded buffers
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
         kw.update(pipeline="dualpipe", comm_sm_fraction=20 / 132)
     if zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw and year is not None and year <= 2021:
