@@ -15,6 +15,8 @@ def test_every_row_is_priced_with_the_torchtitan_profile():
     for r in rows:
         opts = framework_options(r, row_layout(r)[0])
         assert opts.attention == "flash2"  # PyTorch SDPA's FlashAttention-2 kernels
+        # "FSDP2" names PyTorch's FSDP version, not a shard group of 2 (it was read as HSDP dp_shard=2)
+        assert row_layout(r)[0].dp_shard is None
     sac = next(r for r in rows if r["id"].endswith("8gpu_fsdp_compile_bf16"))
     assert framework_options(sac).recompute_modules == ("alternate_matmuls",)
 

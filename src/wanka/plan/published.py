@@ -209,7 +209,8 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
     if ep > 1 and etp is None and (dp * cp) % ep and (tp * cp * dp) % ep == 0:
         etp = 1  # an EP group wider than dp*cp must span the TP ranks: experts not TP-split
         assumed.append("etp 1 (ep spans the TP ranks)")
-    shard = re.search(r"(?:fsdp|dp_shard|shard group)\s*[=:]?\s*(\d+)", (zero_text or "").lower())
+    # "FSDP=128", "shard group 8" -- not "FSDP2" (PyTorch's FSDP version 2): a separator is required
+    shard = re.search(r"(?:fsdp|dp_shard|shard group)(?:\s*[=:]\s*|\s+)(\d+)", (zero_text or "").lower())
     dp_shard = int(shard.group(1)) if zero == 3 and shard and dp % int(shard.group(1)) == 0 else None
     if dp_shard is not None and dp_shard >= dp:
         dp_shard = None
