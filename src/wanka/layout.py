@@ -6,7 +6,7 @@ Degrees: tp (tensor), pp (pipeline stages), vpp (virtual stages per rank, interl
 cp (context), dp (data; may be omitted and derived from the GPU count), ep (expert parallel: the
 experts are sharded over the dp*cp ranks, as in Megatron-Core), etp (expert tensor parallel,
 Megatron-Core --expert-tensor-parallel-size: omitted, the experts are split like the dense layers
-over tp and ep divides dp*cp; given, the experts are split over etp ranks and ep*etp divides
+over tp when ep divides dp*cp, else etp=1 is inferred (the EP group spans the TP ranks); given, the experts are split over etp ranks and ep*etp divides
 tp*cp*dp, so with etp=1 an EP group may span the TP ranks), dp_shard (HSDP: FSDP shard group
 size inside dp, default all of dp when zero=3). Batch: mbs (sequences per micro-batch), gbs
 (sequences per step; default dp*mbs*pp: pp micro-batches per pipeline, the fewest that fill a
@@ -108,7 +108,13 @@ class Layout:
         if mp * dp != gpus:
             raise SpecError(f"{field}", f"tp*pp*cp*dp == GPUs ({gpus}); {self} gives {mp * dp}")
         gbs = self.gbs if self.gbs is not None else dp * self.mbs * self.pp
-        values = {f.name: getattr(self, f.name) for f in fields(Layout)} | {"dp": dp, "gbs": gbs}
+        etp = self.etp
+        if etp is None and (dp * self.cp) % self.ep and (self.tp * self.cp * dp) % self.ep == 0:
+            # an EP group wider than dp*cp spans the TP ranks: the experts cannot also be split over
+            # tp, so etp is 1 (Megatron-Core builds its expert groups over tp*cp*dp ranks in the
+            # order etp, ep, expert-dp: parallel_state.py, expert RankGenerator)
+            etp = 1
+        values = {f.name: getattr(self, f.name) for f in fields(Layout)} | {"dp": dp, "gbs": gbs, "etp": etp}
         try:
             out = ResolvedLayout(**values)
         except SpecError as exc:

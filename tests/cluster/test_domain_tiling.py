@@ -12,12 +12,21 @@ def _spec(tmp_path, gpus: int, domain: int):
     return str(p)
 
 
-def test_domain_that_does_not_divide_the_gpus_is_rejected(tmp_path):
-    # a partial last domain would pass `cluster show` and `plan` but not the scheduler's nesting of
-    # scale-up groups inside leaves, so the cluster loader refuses it for every layer at once
-    with pytest.raises(SpecError) as exc:
-        load_cluster(_spec(tmp_path, 1024, 24))
-    assert exc.value.field == "scale_up.domain"
+@pytest.mark.parametrize("gpus, domain, gpu, per_node", [(1024, 24, "h100-sxm", 8), (256, 72, "gb200", 4)])
+def test_a_partial_last_domain_is_priced_and_scheduled(tmp_path, gpus, domain, gpu, per_node):
+    # before (Dec 2026): "scale_up.domain: expected a divisor of the GPUs per campus" -- a 256-GPU job
+    # on GB200 NVL72 racks was refused; now the last domain is partial and the levels above nest
+    from wanka.comm import group_for_stride
+    from wanka.sched.state import FreeGPUs
+
+    p = tmp_path / "c.yaml"
+    p.write_text(f"name: c\ngpu: {gpu}\ngpus: {gpus}\ngpus_per_node: {per_node}\nscale_up: {{domain: {domain}}}\n")
+    c = load_cluster(str(p))
+    assert c.levels[0].span_gpus == domain and c.levels[1].span_gpus % domain == 0
+    free = FreeGPUs(c)  # the scheduler's node groups nest (raised before the leaves were rounded up)
+    assert free.total_avail == gpus
+    inside, across = group_for_stride(c, per_node, 1), group_for_stride(c, gpus // per_node, per_node)
+    assert inside.fanout[0] == per_node and across.fanout[0] < gpus // per_node
 
 
 # 2048 > 1024: a slice of one domain (like 8 GPUs of a 64-GPU supernode), not a partial tiling

@@ -22,8 +22,11 @@ def test_etp_is_parsed_printed_and_checked(case):
     assert "etp=1" in str(lay) and "etp" not in str(Layout.parse("tp=4"))
     with pytest.raises(SpecError, match="etp"):
         Layout.parse("tp=4,ep=2,etp=3").resolve(c.gpus, m)  # etp must divide tp
-    with pytest.raises(SpecError, match="ep.*dp\\*cp"):
-        Layout.parse("tp=4,ep=32,gbs=64").resolve(c.gpus, m)  # without etp, ep must divide dp*cp = 16
+    # without etp, an EP group wider than dp*cp (= 4 here) spans the TP ranks: etp 1 is inferred
+    wide = Layout.parse("tp=4,pp=4,ep=8,gbs=64").resolve(c.gpus, m)
+    assert (wide.dp, wide.etp, wide.expert_tp, wide.expert_dp) == (4, 1, 1, 2)
+    with pytest.raises(SpecError, match="ep.*tp\\*cp\\*dp"):
+        Layout.parse("tp=1,pp=16,ep=8,gbs=64").resolve(c.gpus, m)  # 8 does not divide tp*cp*dp = 4
     with pytest.raises(SpecError, match="ep\\*etp"):
         Layout.parse("tp=4,pp=4,ep=8,etp=4,gbs=64").resolve(c.gpus, m)  # 8 x 4 does not divide tp*cp*dp = 16
 
@@ -63,3 +66,15 @@ def test_without_zero_the_expert_optimizer_step_is_not_sharded(case):
     extra = whole.breakdown["optimizer"] - full.breakdown["optimizer"]
     per_param = full.breakdown["optimizer"] / sum(_stage_params(m, full.layout, 0))
     assert extra == pytest.approx(per_param * (e_whole - e_full), rel=1e-9)
+
+
+def test_search_enumerates_whole_experts_across_the_tp_ranks(case):
+    from wanka.plan.search import candidate_layouts, search
+
+    m, c = case
+    cands = list(candidate_layouts(m, c, 64, m.seq_len))
+    wide = [lay for lay in cands if lay.etp == 1 and (lay.dp * lay.cp) % lay.ep]
+    assert wide and all((lay.tp * lay.cp * lay.dp) % lay.ep == 0 for lay in wide)
+    assert not any(lay.etp == 1 and lay.tp == 1 for lay in cands)  # etp 1 = etp omitted without TP
+    best = search(m, c, gbs=64, top=50)
+    assert {e.layout.etp for e in best} == {None, 1}  # both kinds priced and ranked together

@@ -61,12 +61,12 @@ class Cluster:
         self._check_domain_nests()
 
     def _check_domain_nests(self) -> None:
-        """Scale-up domains must tile the campus: a partial last domain has no meaning (a 24-GPU
-        domain on 1,024 GPUs was accepted and then rejected by the scheduler, naming no field).
-        Leaves that do not hold whole domains (NVL72 under 128-GPU rail leaves) are not checked here."""
-        n, d = self.gpus_per_campus, self.domain
-        if d < n and n % d:  # d >= n: a slice of one domain (e.g. 8 GPUs of a 64-GPU supernode)
-            raise SpecError("scale_up.domain", f"a divisor of the GPUs per campus ({n})", d)
+        """A job need not fill whole scale-up domains: 256 GPUs of GB200 NVL72 racks are three full
+        72-GPU domains and a partial one (40 GPUs). The levels above round up to whole domains
+        (leaf_gpus), so node groups still nest and the scheduler places gangs on them; collectives
+        are priced on the domain span (a group that crosses the partial domain pays scale-out, as
+        in the full ones). Only a domain that is not whole nodes is refused (checked above)."""
+        return None
 
     # ---- sizes -------------------------------------------------------------------------------
     @property

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import re
 
@@ -21,6 +22,8 @@ from wanka.layout import Layout
 from wanka.output import fmt, table
 from wanka.plan.estimate import estimate
 from wanka.plan.exposure import Options
+from wanka.plan.frameworks import PROFILES, framework
+from wanka.plan.published import built_in_runs
 from wanka.plan.search import SearchStats, search
 from wanka.plan.whole_run import whole_run
 from wanka.workload import load_model
@@ -85,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     psub = p.add_subparsers(dest="plan_command", metavar="{scale,validate,calibrate}")
     v = psub.add_parser("validate", help="price published runs (a JSON file of rows) and report the error")
     v.add_argument("--runs", help="JSON list of runs with architecture/hardware/parallelism/result "
-                   "(the schema of the built-in `calibration` set), or a built-in set: calibration, dgxc")
+                   "(the schema of the built-in `calibration` set), or a built-in set: " + ", ".join(built_in_runs()))
     v.add_argument("--write-residuals", action="store_true", help="re-price every built-in set and store the "
                    "residual table behind the p10/p90 intervals (wanka/plan/residuals.json); run after changing a mechanism")
     v.add_argument("--fail-above", type=float, metavar="F",
@@ -122,32 +125,47 @@ def _cluster(name: str, gpus: int | None):
 
 def _framework_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("framework mechanisms (docs/plan.md, Options)")
-    g.add_argument("--attention", choices=("flash", "unfused"), default="flash",
-                   help="flash (FlashAttention) or unfused (materialised scores, Megatron before 2023)")
-    g.add_argument("--tp-overlap", type=float, default=0.0, metavar="F",
+    g.add_argument("--framework", metavar="NAME", help="framework profile, a documented set of the switches "
+                   "below (docs/plan.md 'Framework profiles'): " + " | ".join(PROFILES) + "; explicit flags win")
+    g.add_argument("--attention", choices=("flash", "flash2", "unfused"), default=None,
+                   help="flash (FlashAttention, FA3 on Hopper), flash2 (FlashAttention-2 kernels, PyTorch SDPA "
+                   "in 2024) or unfused (materialised scores, Megatron before 2023)")
+    g.add_argument("--tp-overlap", type=float, default=None, metavar="F",
                    help="fraction of TP communication hidden under GEMMs (TE userbuffers; default 0)")
     g.add_argument("--no-dp-overlap", action="store_true", help="gradient reduce / parameter gather not overlapped")
-    g.add_argument("--zero3-unit", choices=("layer", "weight"), default="layer",
+    g.add_argument("--zero3-unit", choices=("layer", "weight"), default=None,
                    help="what one ZeRO-3 gather fetches: layer (FSDP block) or weight (DeepSpeed submodule)")
     g.add_argument("--no-zero3-grad-overlap", action="store_true",
                    help="ZeRO-3 gradient reduce-scatters on the compute stream (DeepSpeed overlap_comm=false)")
-    g.add_argument("--algorithm", choices=("auto", "ring", "tree", "hierarchical", "flat-ring"), default="auto",
+    g.add_argument("--algorithm", choices=("auto", "ring", "tree", "hierarchical", "flat-ring"), default=None,
                    help="collective algorithm: auto (NCCL-style choice) or a fixed one; flat-ring = topology-unaware")
 
 
-def _options(args) -> Options:
-    modules = ("core_attn",)
+def _options(args, layout: Layout | None = None) -> Options:
+    """Options from the framework profile (if any, for `layout`), then the explicit flags."""
+    kw = {}
     if args.recompute_modules:
         modules = tuple(x.strip() for x in args.recompute_modules.split(",") if x.strip())
         bad = [x for x in modules if x not in RECOMPUTE_MODULES]
         if bad or not modules:
             raise SpecError("--recompute-modules", f"comma-separated names among {', '.join(RECOMPUTE_MODULES)}",
                             args.recompute_modules)
-    if not 0.0 <= args.tp_overlap <= 1.0:
-        raise SpecError("--tp-overlap", "a fraction in [0, 1]", args.tp_overlap)
-    return Options(recompute_modules=modules, pipeline=args.pipeline, attention=args.attention,
-                   tp_overlap=args.tp_overlap, dp_overlap=not args.no_dp_overlap, zero3_unit=args.zero3_unit,
-                   zero3_grad_overlap=not args.no_zero3_grad_overlap, algorithm=args.algorithm)
+        kw["recompute_modules"] = modules
+    if args.tp_overlap is not None:
+        if not 0.0 <= args.tp_overlap <= 1.0:
+            raise SpecError("--tp-overlap", "a fraction in [0, 1]", args.tp_overlap)
+        kw["tp_overlap"] = args.tp_overlap
+    for flag in ("attention", "zero3_unit", "algorithm"):
+        if getattr(args, flag) is not None:
+            kw[flag] = getattr(args, flag)
+    if args.no_dp_overlap:
+        kw["dp_overlap"] = False
+    if args.no_zero3_grad_overlap:
+        kw["zero3_grad_overlap"] = False
+    base = Options(pipeline=args.pipeline)
+    if args.framework:
+        base = framework(args.framework).options(layout, base)
+    return dataclasses.replace(base, **kw)
 
 
 def cmd_plan(args):
@@ -156,7 +174,6 @@ def cmd_plan(args):
     model = load_model(args.model)
     cluster = _cluster(args.cluster, args.gpus)
     tokens = parse_tokens(args.tokens)
-    opts = _options(args)
     stats = None
     if args.layout:
         lay = Layout.parse(args.layout, field="--layout")
@@ -164,11 +181,13 @@ def cmd_plan(args):
             lay = Layout.parse(f"{args.layout},gbs={args.gbs}", field="--layout")
         elif args.gbs and lay.gbs != args.gbs:  # two batches given: do not drop one silently
             raise SpecError("--gbs", f"the layout's gbs ({lay.gbs}) or no --gbs", args.gbs)
-        best = estimate(model, cluster, lay, seq_len=args.seq, options=opts)
+        best = estimate(model, cluster, lay, seq_len=args.seq, options=_options(args, lay))
         candidates = None
     else:
         stats = SearchStats()
-        candidates = search(model, cluster, gbs=args.gbs, seq=args.seq, top=args.top, options=opts, stats=stats)
+        # a profile whose switches depend on pp or the ZeRO stage (DeepSpeed) gives its base switches here
+        candidates = search(model, cluster, gbs=args.gbs, seq=args.seq, top=args.top, options=_options(args),
+                            stats=stats)
         best = candidates[0]
     payload = best.to_dict() | whole_run(best, tokens, cluster)
     if candidates is not None:

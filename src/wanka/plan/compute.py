@@ -4,7 +4,8 @@ Three kinds of kernels (docs/plan.md "Compute"):
   GEMMs        2*M*N*K FLOPs at the sustained GEMM rate (plan.efficiency) times a shape factor for
                the per-GPU dimensions after TP sharding; never faster than streaming its operands
                from HBM (roofline). Backward = 2x forward (input and weight gradients).
-  attention    flash: causal FLOPs (half the full s x s count) at the FlashAttention rate, backward
+  attention    flash (flash2: FlashAttention-2's rate on Hopper, plan.efficiency):
+               causal FLOPs (half the full s x s count) at the FlashAttention rate, backward
                2.5x forward (FlashAttention-2 recomputes QK^T: 5 GEMMs vs 2; Dao 2023 section 3.1.2).
                unfused (Megatron before 2023): full s x s batched GEMMs plus the memory traffic of
                materialised scores, softmax and dropout: 8 + 5*dropout bytes per score element
@@ -22,7 +23,7 @@ from wanka.plan.memo import memo_by_identity
 from wanka.hardware import GPU
 from wanka.plan import efficiency as E
 from wanka.workload.activations import uses_dropout
-from wanka.workload.flops import Gemm, attention_dims, head_gemm, layer_gemms
+from wanka.workload.flops import Gemm, alternate_matmul_fraction, attention_dims, head_gemm, layer_gemms
 from wanka.workload.spec import ModelSpec
 
 
@@ -37,7 +38,7 @@ class LayerTime:
 
 def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_bytes: int,
                  moe_tokens_per_expert: float | None, etp: int | None = None,
-                 local_experts: float = 1.0) -> tuple[float, float]:
+                 local_experts: float = 1.0, imbalance: float = 1.0) -> tuple[float, float]:
     """A GEMM (a grouped GEMM over the `local_experts` experts this GPU holds, for routed experts):
     FLOP time at the shape-adjusted rate, never faster than streaming inputs, every local expert's
     weights and the outputs from HBM."""
@@ -55,14 +56,18 @@ def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_byt
     t = flops / (peak * E.shape_factor(m_dim, n, k))
     weights = k * n * (local_experts if g.expert else 1.0)
     t_mem = (rows * k + weights + rows * n) * w_bytes / hbm
-    return max(t, t_mem), flops
+    # routed experts: the most-loaded EP rank sets the pace (wanka.plan.moe_cost); FLOPs stay the mean
+    slow = imbalance if g.expert else 1.0
+    return max(t, t_mem) * slow, flops
 
 
 @memo_by_identity(2)
 def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int, seq_full: int,
                tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str,
-               modules: tuple[str, ...] = ("core_attn",), etp: int | None = None) -> LayerTime:
-    """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names)."""
+               modules: tuple[str, ...] = ("core_attn",), etp: int | None = None,
+               imbalance: float = 1.0) -> LayerTime:
+    """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names);
+    `imbalance`: max/mean routed tokens per EP rank (wanka.plan.moe_cost)."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
@@ -71,25 +76,28 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     if moe_layer and m.moe is not None:  # rows one local expert sees: tokens of the EP group / experts
         per_expert = tokens * m.moe.top_k * ep / m.moe.experts * (etp or tp) / tp
         local = m.moe.experts / ep
-    gemm_s = gemm_flops = up_proj_s = up_proj_flops = 0.0
+    gemm_s = gemm_flops = up_proj_s = up_proj_flops = mlp_s = mlp_flops = 0.0
     for g in layer_gemms(m, moe_layer):
-        t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp, local)
+        t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp, local, imbalance)
         gemm_s += t
         gemm_flops += f
         if g.name in ("q_up", "kv_up"):
             up_proj_s += t
             up_proj_flops += f
+        if g.name in ("mlp_up", "mlp_down"):  # the dense MLP (recompute module "mlp")
+            mlp_s += t
+            mlp_flops += f
     # attention core, this GPU: heads/tp heads, seq_local queries against seq_full keys
     d_qk, d_v = attention_dims(m)
     heads = m.heads / tp
     full_flops = 2.0 * mbs * heads * seq_local * seq_full * (d_qk + d_v)
     drop = 1.0 if uses_dropout(m) else 0.0
-    if attention == "flash":
+    if attention in ("flash", "flash2"):
         # context parallelism: cp ring steps, each a (s/cp) x (s/cp) block at the short-block rate,
         # plus the fp32 output/LSE correction of every step after the first (read + write) and its
         # kernels (Megatron-Core/Transformer Engine ring attention)
         cp = max(1, round(seq_full / seq_local))
-        attn_fwd = 0.5 * full_flops / (E.attention_flops(gpu) * E.attention_length_factor(seq_local))
+        attn_fwd = 0.5 * full_flops / (E.attention_flops(gpu, attention) * E.attention_length_factor(seq_local))
         if cp > 1:
             attn_fwd += (cp - 1) * (2 * 4.0 * mbs * seq_local * heads * d_v / hbm + 2 * E.KERNEL_OVERHEAD_S)
         attn_bwd = 2.5 * attn_fwd
@@ -105,7 +113,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     ffn_traffic = (6 if m.activation == "swiglu" else 4) * m.ffn_hidden
     if moe_layer and m.moe is not None:
         act = (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden
-        ffn_traffic = m.moe.top_k * (act + 8 * h) + m.moe.shared_experts * act
+        ffn_traffic = imbalance * m.moe.top_k * (act + 8 * h) + m.moe.shared_experts * act
     rope = 0 if m.norm == "layernorm" else 4 * (m.heads + m.kv_heads_) * m.head_dim_
     split = tokens * (ffn_traffic + rope)
     elem_fwd = (repl / (tp if sp else 1) + split / tp) / hbm
@@ -127,6 +135,13 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         if "mla_up_proj" in modules and m.mla is not None:
             recompute_s += up_proj_s + tokens * rope / tp / hbm
             hw += up_proj_flops
+        if "alternate_matmuls" in modules and not moe_layer:  # torchtitan per-op SAC: every second matmul
+            share = alternate_matmul_fraction(m)
+            recompute_s += share * gemm_s + elem_fwd  # + the unsaved elementwise ops (norms, SiLU, RoPE)
+            hw += share * gemm_flops
+        if "mlp" in modules and not moe_layer:  # the dense MLP's GEMMs and activation function again
+            recompute_s += mlp_s + tokens * (6 if m.activation == "swiglu" else 4) * m.ffn_hidden / tp / hbm
+            hw += mlp_flops
         if "moe_act" in modules and moe_layer and m.moe is not None:
             recompute_s += tokens * m.moe.top_k * (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden / tp / hbm
     return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd)

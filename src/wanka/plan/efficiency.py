@@ -26,7 +26,10 @@ KERNEL_OVERHEAD_S: see below (small models and thin per-GPU layers only).
 
 ATTENTION_EFFICIENCY: FlashAttention-2 reaches 50-73% of A100 peak forward and less backward
 (Dao 2023, arXiv:2307.08691, section 4.1); FlashAttention-3 ~75% of H100 BF16 peak forward
-(Shah et al. 2024, arXiv:2407.08608). We use the fwd+bwd average.
+(Shah et al. 2024, arXiv:2407.08608). We use the fwd+bwd average. FLASH2_EFFICIENCY: the
+FlashAttention-2 kernels on Hopper (what PyTorch's SDPA flash backend ran in 2024, e.g.
+torchtitan), which "achieves only 35% utilization on the H100 GPU" (Shah et al. 2024, abstract);
+elsewhere FA2 is the kernel the ATTENTION_EFFICIENCY figures describe.
 
 ATTENTION_HALF_LEN: FlashAttention kernels run below their long-sequence rate on short blocks
 (fixed per-tile prologue/epilogue, fewer tiles per SM): FlashAttention-2's own sweep (Dao 2023,
@@ -56,6 +59,7 @@ GEMM_EFFICIENCY = {  # (architecture, precision) -> fraction of that precision's
     ("other", "fp8"): 0.55,
 }
 ATTENTION_EFFICIENCY = {"ampere": 0.45, "hopper": 0.55, "blackwell": 0.55, "other": 0.4}
+FLASH2_EFFICIENCY = {"hopper": 0.35}
 HBM_EFFICIENCY = 0.8
 ATTENTION_HALF_LEN = 170
 GEMM_HALF_DIM = 32
@@ -103,9 +107,12 @@ def gemm_peak_flops(g: GPU, precision: str) -> float:
     return g.peak(compute_dtype(g, precision)) * 1e12 * calibrated(eff, g.efficiency_scale.gemm)
 
 
-def attention_flops(g: GPU) -> float:
-    """Sustained FLOP/s of fused (Flash) attention; it runs in 16-bit even in FP8 training."""
-    return g.peak("bf16") * 1e12 * calibrated(ATTENTION_EFFICIENCY[architecture(g)], g.efficiency_scale.attention)
+def attention_flops(g: GPU, kernel: str = "flash") -> float:
+    """Sustained FLOP/s of fused (Flash) attention; it runs in 16-bit even in FP8 training.
+    `kernel`: "flash" (the architecture's best: FA3/cuDNN on Hopper) or "flash2" (FlashAttention-2)."""
+    arch = architecture(g)
+    eff = FLASH2_EFFICIENCY.get(arch, ATTENTION_EFFICIENCY[arch]) if kernel == "flash2" else ATTENTION_EFFICIENCY[arch]
+    return g.peak("bf16") * 1e12 * calibrated(eff, g.efficiency_scale.attention)
 
 
 def attention_length_factor(keys_per_kernel: float) -> float:

@@ -20,8 +20,10 @@ from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
+from wanka.plan.dp_schedule import exposed_dp_s
 from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
 from wanka.plan.uncertainty import mechanism_class
+from wanka.plan.moe_cost import moe_imbalance, moe_mlp_tp_multiplier
 from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
 from wanka.plan.zero3 import zero3_microbatch_s
 from wanka.workload.flops import model_flops_per_token
@@ -87,15 +89,20 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     sp = lay.sequence_parallel
     act_bytes = 2.0 * tokens_mb * model.hidden  # one micro-batch's activations (16-bit)
 
-    tp_s = tp_layer_comm_s(cluster, lay, act_bytes, opts)
+    tp_dense_s = tp_layer_comm_s(cluster, lay, act_bytes, opts)
     kv_heads = model.heads if model.mla else model.kv_heads_
     kv_chunk = 2.0 * 2 * tokens_mb * max(1.0, kv_heads / lay.tp) * model.head_dim_
-    dispatch = 0.0
+    dispatch, imbalance, tp_moe_s = 0.0, 1.0, tp_dense_s
     if model.moe is not None:
-        dispatch = tokens_mb * model.moe.top_k * model.hidden * (1 if lay.precision == "fp8" else 2) / (lay.tp if sp else 1)
+        elem = opts.moe_dispatch_bytes or (1 if lay.precision == "fp8" else 2)
+        dispatch = tokens_mb * model.moe.top_k * model.hidden * elem / (lay.tp if sp else 1)
+        # the most-loaded EP rank's share, and the routed tokens' TP traffic (plan/moe_cost.py)
+        imbalance = moe_imbalance(lay, tokens_mb * lay.expert_tp / lay.tp, model.moe.top_k, opts.moe_imbalance,
+                                  opts.moe_capacity_factor)
+        tp_moe_s = tp_dense_s * (1 + moe_mlp_tp_multiplier(lay, model.moe.top_k, model.moe.shared_experts)) / 2
     # DualPipe overlaps the all-to-all and the pipeline transfers with the paired chunk's compute
     # (DeepSeek-V3 s.3.2.1): not exposed
-    ep_s = 0.0 if dualpipe else ep_layer_comm_s(cluster, lay, dispatch, opts)
+    ep_s = 0.0 if dualpipe else ep_layer_comm_s(cluster, lay, dispatch * imbalance, opts)
 
     slow = 1.0 / (1.0 - opts.comm_sm_fraction)  # SMs lent to communication kernels
 
@@ -107,17 +114,19 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             if not count:
                 continue
             lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
-                            lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp)
+                            lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp,
+                            imbalance if is_moe else 1.0)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
+            tp_l = tp_moe_s if is_moe else tp_dense_s
             full = lay.recompute == "full"
             # one layer's forward and backward (without a full-recompute replay) for ZeRO-3's units
-            runs.append((lt, count, is_moe, lt.fwd_s * slow + tp_s + cp_f + ep_l,
-                         (lt.bwd_s + (0.0 if full else lt.recompute_s)) * slow + tp_s + cp_b + ep_l))
-            fwd += count * (lt.fwd_s * slow + tp_s + cp_f + ep_l)
-            bwd += count * ((lt.bwd_s + lt.recompute_s) * slow + tp_s * (2 if full else 1) + cp_b + ep_l * (2 if full else 1))
+            runs.append((lt, count, is_moe, lt.fwd_s * slow + tp_l + cp_f + ep_l,
+                         (lt.bwd_s + (0.0 if full else lt.recompute_s)) * slow + tp_l + cp_b + ep_l))
+            fwd += count * (lt.fwd_s * slow + tp_l + cp_f + ep_l)
+            bwd += count * ((lt.bwd_s + lt.recompute_s) * slow + tp_l * (2 if full else 1) + cp_b + ep_l * (2 if full else 1))
             rec += count * lt.recompute_s * slow
-            comm["tp"] += count * tp_s * (3 if full else 2)
+            comm["tp"] += count * tp_l * (3 if full else 2)
             comm["cp"] += count * (cp_f + cp_b)
             comm["ep"] += count * ep_l * (3 if full else 2)
         if last:  # the output layer and loss run on the last stage
@@ -130,7 +139,10 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in distinct_stages(model, lay.pp)}
     fwd, bwd, rec, comm, runs = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
 
-    p2p = 0.0 if dualpipe else pp_p2p_s(cluster, lay, act_bytes / (lay.tp if (sp or lay.tp > 1) else 1), opts)
+    # each TP rank sends 1/tp of the activation with sequence parallelism or Megatron's scatter/gather
+    # (Narayanan et al. SC'21 s.4.1); DeepSpeed's pipeline engine sends the whole output tensor
+    split = sp or (lay.tp > 1 and opts.pp_scatter_gather)
+    p2p = 0.0 if dualpipe else pp_p2p_s(cluster, lay, act_bytes / (lay.tp if split else 1), opts)
     p2p_mb = 2 * lay.vpp * p2p  # one forward and one backward transfer per model chunk
     m = lay.microbatches
     per_mb = fwd + bwd + p2p_mb
@@ -146,12 +158,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     dense_p = sum(_stage_params(model, lay, i)[0] for i in fullest)
     expert_p = sum(_stage_params(model, lay, i)[1] for i in fullest)
     dp = dp_comm(cluster, lay, dense_p, expert_p, opts)
-    if opts.dp_overlap:
-        dp_exposed = max(0.0, dp.grad_s - bwd) + max(0.0, dp.param_s - fwd)
-        z3 = dp.per_step_microbatches(lay) * max(0.0, dp.microbatch_rs_s - (fwd + bwd))
-    else:
-        dp_exposed = dp.grad_s + dp.param_s
-        z3 = dp.per_step_microbatches(lay) * dp.microbatch_rs_s
+    dp_exposed = exposed_dp_s(dp, lay, fwd, bwd, opts)  # the framework's schedule: plan/dp_schedule.py
+    z3 = 0.0
     if lay.zero == 3:  # gathers and reduce-scatters of every micro-batch, unit by unit
         z3 = lay.microbatches * zero3_microbatch_s(cluster, model, lay, runs, dense_p, expert_p, opts)[0]
     # optimizer states sharded over the ZeRO groups (experts': expert data parallel); none at zero 0
@@ -191,7 +199,7 @@ def _recompute_flops(model: ModelSpec, seq: int, recompute: str, modules: tuple[
     """Recomputed FLOPs per token (HFU): full = one more forward of the layers; selective = the
     attention core (core_attn) and MLA's up-projections (mla_up_proj); norms and activation
     functions are not FLOPs by the convention."""
-    from wanka.workload.flops import attention_gemms, token_flops
+    from wanka.workload.flops import alternate_matmul_fraction, attention_gemms, mlp_gemms, token_flops
 
     tf = token_flops(model, seq)
     if recompute != "selective":
@@ -199,4 +207,10 @@ def _recompute_flops(model: ModelSpec, seq: int, recompute: str, modules: tuple[
     out = tf.recompute_selective if "core_attn" in modules else 0.0
     if "mla_up_proj" in modules and model.mla is not None:
         out += model.layers * sum(2.0 * g.k * g.n for g in attention_gemms(model) if g.name in ("q_up", "kv_up"))
+    dense = model.layers if model.moe is None else model.moe.dense_layers
+    if "mlp" in modules:  # the dense layers' MLP GEMMs
+        out += dense * sum(2.0 * g.k * g.n for g in mlp_gemms(model, model.ffn_hidden))
+    if "alternate_matmuls" in modules:  # torchtitan per-op SAC: every second matmul of a dense block
+        gemms = attention_gemms(model) + mlp_gemms(model, model.ffn_hidden)
+        out += dense * alternate_matmul_fraction(model) * sum(2.0 * g.k * g.n for g in gemms)
     return out

@@ -11,16 +11,18 @@ wanka.comm.collective_time on that group.
   CP   ring attention: cp-1 exchanges of the local K,V chunk per layer forward, K,V and their
        gradients backward, overlapped with the attention of the chunk in hand (exposed: the excess).
   EP   token dispatch and combine all-to-all per MoE layer, forward and backward (b*s*top_k*h bytes
-       per rank; FP8 dispatch in fp8 runs), exposed unless Options.ep_overlap.
+       per rank; FP8 dispatch in fp8 runs unless Options.moe_dispatch_bytes), exposed unless
+       Options.ep_overlap.
   PP   one send/recv of b*s*h*2 bytes (/tp with the scatter-gather optimisation or sequence
        parallelism) per micro-batch per model chunk per direction, on the critical path.
   DP   gradient all-reduce (zero 0) or reduce-scatter + parameter all-gather (zero >= 1) once per
        step; hidden behind the backward (resp. the next forward) of one micro-batch when overlapped
        (Megatron --overlap-grad-reduce / --overlap-param-gather). ZeRO-2 keeps only a gradient
        shard, so it reduce-scatters every micro-batch's gradients (DeepSpeed ZeRO-2; FSDP without
-       no_sync), prefetched under the next micro-batch's compute. ZeRO-3 gathers parameters for the
-       forward, backward (and recompute) of every micro-batch and reduce-scatters gradients every
-       micro-batch, one unit (block or weight) ahead of the compute: wanka.plan.zero3.
+       no_sync) unless Options.grad_sync="per_step"; the schedule: wanka.plan.dp_schedule. ZeRO-3
+       gathers parameters for the forward, backward (and recompute) of every micro-batch and
+       reduce-scatters gradients every micro-batch, one unit (block or weight) ahead of the
+       compute: wanka.plan.zero3.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from wanka.comm import collective_time, group_for_stride
 class Options:
     """How the training framework runs: mechanisms, not fitted factors (docs/plan.md)."""
 
-    attention: str = "flash"  # flash | unfused (materialised s x s scores, pre-2023 Megatron)
+    attention: str = "flash"  # flash | flash2 (FlashAttention-2 kernels) | unfused (materialised s x s, pre-2023 Megatron)
     tp_overlap: float = 0.0  # fraction of TP communication hidden under GEMMs (TE userbuffers ~)
     dp_overlap: bool = True  # gradient reduce overlapped with backward, param gather with forward
     ep_overlap: float = 0.0  # fraction of EP all-to-all hidden (DeepSeek DualPipe-style ~1)
@@ -55,6 +57,26 @@ class Options:
     # backward (DeepSpeed overlap_comm, false by default before 2022)
     zero3_unit: str = "layer"
     zero3_grad_overlap: bool = True
+    # when gradients are reduced (wanka.plan.dp_schedule): "auto" = once per step, except ZeRO-2
+    # without pipeline stages every micro-batch (DeepSpeed ZeRO-2, FSDP without no_sync);
+    # "per_step" = once per step whatever the stage (Megatron's distributed optimizer)
+    grad_sync: str = "auto"
+    # the parameter all-gather after the optimizer step hidden under the next forward; None: as
+    # dp_overlap (DeepSpeed ZeRO-1/2 gather right after step(): False)
+    param_gather_overlap: bool | None = None
+    # MoE routing imbalance: max/mean routed tokens per EP rank (wanka.plan.moe_cost); None: the
+    # statistical floor of a balanced router (multinomial spread of the micro-batch's tokens)
+    moe_imbalance: float | None = None
+    # token-dropping MoE: every expert's buffer is padded to capacity_factor x its mean load
+    # (Switch Transformer s.2.2; GShard; DeepSpeed-MoE sharded_moe.py dispatches [experts, capacity, h]);
+    # replaces the imbalance. None: dropless (Megatron-Core's default)
+    moe_capacity_factor: float | None = None
+    # bytes per element of the MoE dispatch all-to-all; None: 1 in FP8 runs (DeepSeek-V3 s.3.3: FP8
+    # dispatch), else 2. Megatron-Core's all-to-all dispatcher sends the BF16 hidden states: 2
+    moe_dispatch_bytes: int | None = None
+    # pipeline sends split over the TP ranks (Megatron's scatter/gather, SC'21 s.4.1); False:
+    # DeepSpeed's pipeline engine sends each stage's whole output from every TP rank
+    pp_scatter_gather: bool = True
 
     def __post_init__(self) -> None:  # invalid Options fail on construction (wanka.plan.options_check)
         from wanka.plan.options_check import check_options
@@ -116,11 +138,12 @@ def pp_p2p_s(cluster, lay, act_bytes: float, opts: Options) -> float:
 class DPComm:
     grad_s: float  # gradient reduction (all-reduce, or reduce-scatter)
     param_s: float  # parameter all-gather after the optimizer (zero >= 1)
-    microbatch_rs_s: float  # ZeRO-2: the reduce-scatter of each of the m-1 micro-batches before the
-    # last (see per_step_microbatches); ZeRO-3 is priced by wanka.plan.zero3
+    microbatch_rs_s: float  # > 0: gradients reduce-scattered every micro-batch (ZeRO-2 without a
+    # per-step schedule), each this long; ZeRO-3 is priced by wanka.plan.zero3
 
     def per_step_microbatches(self, lay) -> int:
-        return lay.microbatches - 1 if lay.zero == 2 else lay.microbatches
+        """Gradient reductions per step (wanka.plan.dp_schedule)."""
+        return lay.microbatches if self.microbatch_rs_s > 0 else 1
 
 
 def dp_comm(cluster, lay, dense_params: float, expert_params: float, opts: Options) -> DPComm:
@@ -148,9 +171,13 @@ def dp_comm(cluster, lay, dense_params: float, expert_params: float, opts: Optio
 
     if lay.zero == 0:
         return DPComm(coll("all_reduce", g, buckets), 0.0, 0.0)
-    if lay.zero == 1 or (lay.zero == 2 and lay.microbatches <= 1):
+    # with pipeline stages every framework syncs once per step: Megatron (no_sync_func), DeepSpeed's
+    # pipeline engine, torch.distributed.pipelining (stage.py backward_maybe_with_nosync: FSDP's
+    # set_requires_gradient_sync(last_backward))
+    per_step = lay.microbatches <= 1 or lay.pp > 1 or opts.grad_sync == "per_step"
+    if lay.zero == 1 or (lay.zero == 2 and per_step):
         return DPComm(coll("reduce_scatter", g, buckets), coll("all_gather", w, buckets), 0.0)
-    if lay.zero == 2:  # the last micro-batch's reduce-scatter is the step's gradient sync
+    if lay.zero == 2:  # every micro-batch's gradients reduce-scattered (wanka.plan.dp_schedule)
         rs = coll("reduce_scatter", g, buckets)
         return DPComm(rs, coll("all_gather", w, buckets), rs)
     return DPComm(0.0, 0.0, 0.0)  # ZeRO-3 gathers unit by unit: wanka.plan.zero3

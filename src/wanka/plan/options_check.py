@@ -25,13 +25,17 @@ def _fraction(upper_open: bool):
     return ok, expected
 
 
+def _number(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
 def _choice(*names: str):
     return (lambda v: isinstance(v, str) and v in names), " | ".join(names)
 
 
 _FLAG = (lambda v: isinstance(v, bool)), "true or false"
 RULES = {
-    "attention": _choice("flash", "unfused"),
+    "attention": _choice("flash", "flash2", "unfused"),
     "tp_overlap": _fraction(False),
     "dp_overlap": _FLAG,
     "ep_overlap": _fraction(False),
@@ -44,6 +48,12 @@ RULES = {
     "fp8_activation_cache": _FLAG,
     "zero3_unit": _choice(*ZERO3_UNITS),
     "zero3_grad_overlap": _FLAG,
+    "grad_sync": _choice("auto", "per_step"),
+    "param_gather_overlap": ((lambda v: v is None or isinstance(v, bool)), "true, false or None (the framework's default)"),
+    "moe_imbalance": ((lambda v: v is None or (_number(v) and v >= 1.0)), "max/mean routed load per EP rank, >= 1, or None"),
+    "moe_capacity_factor": ((lambda v: v is None or (_number(v) and v > 0.0)), "a positive factor (1.0-2.0 typical) or None"),
+    "moe_dispatch_bytes": ((lambda v: v is None or (type(v) is int and v in (1, 2, 4))), "1, 2 or 4 bytes per element, or None"),
+    "pp_scatter_gather": _FLAG,
 }
 
 

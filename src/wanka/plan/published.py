@@ -17,6 +17,7 @@ row's `assumed` list says so. Framework facts that change mechanisms (framework_
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import statistics
@@ -210,7 +211,8 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
     if ep > 1 and etp is None and (dp * cp) % ep and (tp * cp * dp) % ep == 0:
         etp = 1  # an EP group wider than dp*cp must span the TP ranks: experts not TP-split
         assumed.append("etp 1 (ep spans the TP ranks)")
-    shard = re.search(r"(?:fsdp|dp_shard|shard group)\s*[=:]?\s*(\d+)", (zero_text or "").lower())
+    # "FSDP=128", "shard group 8" -- not "FSDP2" (PyTorch's FSDP version 2): a separator is required
+    shard = re.search(r"(?:fsdp|dp_shard|shard group)(?:\s*[=:]\s*|\s+)(\d+)", (zero_text or "").lower())
     dp_shard = int(shard.group(1)) if zero == 3 and shard and dp % int(shard.group(1)) == 0 else None
     if dp_shard is not None and dp_shard >= dp:
         dp_shard = None
@@ -227,30 +229,40 @@ def _megatron_core(p: dict) -> bool:
     return any(k in fw for k in ("core", "nemo", "bridge", "mcore"))
 
 
-def framework_options(row: dict) -> Options:
+def framework_options(row: dict, lay: Layout | None = None) -> Options:
+    """The run's framework profile (plan/frameworks.py) for its layout, then what the row itself
+    states or what its year implies (TP overlap asked for, 'local' DDP, recompute modules, DualPipe,
+    2021 DeepSpeed ZeRO-3)."""
+    from wanka.plan.frameworks import family_of, framework
+
     p, a = _sec(row, "parallelism"), _sec(row, "architecture")
     fw = (p.get("framework") or "").lower()
     year = _year(p)
     old = year is not None and year <= 2022 and "core" not in fw
+    family = family_of(p.get("framework"), p.get("zero_or_fsdp"))
+    if family == "megatron-lm" and old:
+        family = "megatron-lm-2021"  # no FlashAttention, no TP overlap up to 2022
+    opts = framework(family).options(lay) if family else Options()
     overlap = " ".join(str(p.get(k) or "") for k in ("comm_overlap", "framework")).lower()
-    tp_overlap = 0.0 if old else (0.5 if ("tp-comm-overlap" in overlap or "tp_comm_overlap" in overlap
-                                          or "tp comm overlap" in overlap or _megatron_core(p)) else 0.0)
-    if "megascale" in fw:  # MegaScale fuses TP/SP all-gather and reduce-scatter into the GEMMs (NSDI'24 s.3.2)
-        tp_overlap = 0.8  # fraction hidden: an assumption (tests/plan/test_plan_anchors.py uses the same)
+    kw = {}
+    if old:  # no FlashAttention and no TP overlap in Megatron-LM up to 2022
+        kw.update(attention="unfused", tp_overlap=0.0)
+    elif any(k in overlap for k in ("tp-comm-overlap", "tp_comm_overlap", "tp comm overlap")) and opts.tp_overlap == 0:
+        kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
     local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
-    big = (a.get("total_params_B") or 0) > 18.5
-    kw = dict(attention="unfused" if old else "flash", tp_overlap=tp_overlap, dp_overlap=not (local_ddp and big))
+    if local_ddp and (a.get("total_params_B") or 0) > 18.5:  # SC'21 ran Megatron's non-overlapped 'local' DDP
+        kw["dp_overlap"] = False
     rec = (p.get("recompute") or "").lower()
     mods = tuple(m for m in RECOMPUTE_MODULES if m in rec)
     if mods:
         kw["recompute_modules"] = mods
+    if isinstance(p.get("moe_capacity_factor"), (int, float)) and p["moe_capacity_factor"] > 0:
+        kw["moe_capacity_factor"] = float(p["moe_capacity_factor"])  # token dropping, padded buffers
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
         kw.update(pipeline="dualpipe", comm_sm_fraction=20 / 132)
     if zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw and year is not None and year <= 2021:
         kw.update(dp_overlap=True, algorithm="flat-ring", zero3_unit="weight", zero3_grad_overlap=False)
-    elif zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw:
-        kw.update(zero3_unit="weight")
-    return Options(**kw)
+    return dataclasses.replace(opts, **kw)
 
 
 def measured_tokens_per_gpu(row: dict, lay: Layout | None = None) -> tuple[float | None, str]:
@@ -299,7 +311,7 @@ def check_row(row: dict) -> Check:
         model, cluster = row_model(row), row_cluster(row, c.assumed)
         lay, layout_assumed = row_layout(row)
         c.assumed += layout_assumed
-        e_opts = framework_options(row)
+        e_opts = framework_options(row, lay)
         e = estimate(model, cluster, lay, options=e_opts)
     except (SpecError, ValueError, TypeError, ZeroDivisionError) as exc:
         c.skipped = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

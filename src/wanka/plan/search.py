@@ -5,11 +5,12 @@ Degrees searched: tp (powers of two within the scale-up domain that divide heads
 kv_heads), cp (powers of two dividing the sequence, up to 32, >= 512 tokens per rank), pp (every
 divisor of GPUs/(tp*cp) up to the layer count), vpp (1, 2, 4, 8 where pp*vpp <= layers + 2 and the
 micro-batches allow interleaving; embedding and loss may count as layers, Layout.check_model),
-ep (MoE only: powers of two dividing experts and dp*cp), mbs (1, 2, 4), zero (1, 2, 3), recompute
+ep (MoE only: powers of two dividing experts and dp*cp), etp (MoE with tp > 1: omitted, i.e. the
+experts split over tp, or 1, whole experts, with ep dividing tp*cp*dp), mbs (1, 2, 4), zero (1, 2, 3), recompute
 (none, selective, full). Memory is checked before time (cheap first). Dominated layouts are not
 priced: a heavier recompute of a layout that fits with a lighter one (same communication, more
-compute), and the ZeRO-2 twin of a layout that fits with ZeRO-1 at the same recompute (same memory
-headroom needed, extra per-micro-batch reduce-scatters).
+compute), and the ZeRO-2 twin of a layout that fits with ZeRO-1 at the same recompute (never
+faster: the same per-step reduce-scatter with pipeline stages, one per micro-batch without).
 
 Global batch: a given --gbs is used for every layout (layouts whose dp*mbs does not divide it are
 dropped). Without one, ONE batch is chosen for all candidates so that they are compared on equal
@@ -108,9 +109,14 @@ def candidate_layouts(model: ModelSpec, cluster: Cluster, gbs: int | None, seq: 
     target = default_gbs(model, cluster, seq)
     inner = len(ZERO) * len(RECOMPUTE)
     for tp, cp, pp, dp in _degrees(model, cluster, seq):
-        eps = [1]
+        # (ep, etp): experts split like the dense layers (etp omitted = tp, ep inside dp*cp), and, with
+        # TP, whole experts (etp 1) whose EP group may span the TP ranks (ep dividing tp*cp*dp)
+        eps: list[tuple[int, int | None]] = [(1, None)]
         if model.moe is not None:
-            eps = [e for e in _pow2_upto(model.moe.experts) if model.moe.experts % e == 0 and (dp * cp) % e == 0]
+            split = [e for e in _pow2_upto(model.moe.experts) if model.moe.experts % e == 0]
+            eps = [(e, None) for e in split if (dp * cp) % e == 0]
+            if tp > 1:
+                eps += [(e, 1) for e in split if e > 1 and (tp * cp * dp) % e == 0]
         for mbs in MBS:
             unit = dp * mbs
             batch = (gbs if gbs % unit == 0 else None) if gbs is not None else ((target // unit) * unit or None)
@@ -124,10 +130,10 @@ def candidate_layouts(model: ModelSpec, cluster: Cluster, gbs: int | None, seq: 
                 if vpp > 1 and micro % pp:
                     dropped["interleaving_needs_microbatches_multiple_of_pp"] += len(eps) * inner
                     continue
-                for ep in eps:
+                for ep, etp in eps:
                     for zero in ZERO:
                         for rec in RECOMPUTE:
-                            yield Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, mbs=mbs, gbs=batch,
+                            yield Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, mbs=mbs, gbs=batch,
                                          zero=zero, recompute=rec, precision=precision)
 
 
@@ -180,7 +186,7 @@ def _run(model, cluster, gbs, seq, precision, opts, stats) -> list[Estimate]:
             stats.dropped["dualpipe_needs_even_pp_and_vpp_1"] += 1
             continue
         stats.evaluated += 1
-        base = (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vpp, lay.mbs, lay.gbs)
+        base = (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.etp, lay.vpp, lay.mbs, lay.gbs)
         rec = RECOMPUTE.index(lay.recompute)
         if fit_rec.get((base, lay.zero), 99) < rec:
             stats.dropped["dominated_by_lighter_recompute"] += 1

@@ -18,6 +18,13 @@ Finer selective recompute (`modules`, the names of Megatron-Core's --recompute-m
                (DeepSeek-V3 s.3.2.3 "... and MLA Up-Projection")
   moe_act      the routed experts' SwiGLU output is recomputed; only its inputs are cached
                (DeepSeek-V3 s.3.3.2 "Inputs of the SwiGLU operator in MoE")
+  mlp          the dense MLP is recomputed from its input (Megatron-Core --recompute-modules mlp;
+               MaxText remat policies that save only the attention projections)
+  alternate_matmuls  torchtitan's per-op selective checkpointing (parallelize_llama.py
+               `_save_list`, selective_ac_option "op"): every matmul output is saved except every
+               second one of a block (wk, wo, w3 in the order wq wk wv wo w1 w3 w2), which is
+               recomputed; the attention output is saved. Time and FLOPs only: its memory is
+               counted as plain selective recompute (an overestimate)
 FP8 activation caching (`fp8`): inputs of FP8 GEMMs are cached in FP8, 1 byte (DeepSeek-V3 s.3.3.2
 "we cache the activations in FP8 format for the Linear operator's backward pass"; Transformer
 Engine likewise saves the FP8-cast input of an FP8 Linear for its weight gradient): norm outputs,
@@ -36,7 +43,7 @@ from dataclasses import dataclass
 from wanka.workload.flops import attention_dims
 from wanka.workload.spec import ModelSpec
 
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act")
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "alternate_matmuls")
 
 
 def uses_dropout(m: ModelSpec) -> bool:
@@ -82,7 +89,7 @@ def layer_activations(m: ModelSpec, micro_batch: int, seq_len: int, moe_layer: b
         repl += 2 * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
     # MLP block: norm input 2sbh + output (MLP input) [replicated], internals [split], dropout mask
     repl += 2 * h + norm_out + drop * h
-    ffn_items = _mlp_items(m, m.ffn_hidden, g_in)
+    ffn_items = 0.0 if "mlp" in modules else _mlp_items(m, m.ffn_hidden, g_in)
     if moe_layer and m.moe is not None:
         f = m.moe.ffn_hidden
         routed = _mlp_items(m, f, g_in, recompute_act="moe_act" in modules, fp8=fp8)

@@ -109,3 +109,17 @@ def model_flops_per_token(m: ModelSpec, seq_len: int | None = None) -> float:
     For standard attention (d_qk = d_v = head_dim) the second term is PaLM's 12 * L * H * Q * T.
     """
     return token_flops(m, seq_len).total("none")
+
+
+def alternate_matmul_fraction(m: ModelSpec) -> float:
+    """Share of a dense block's matmul FLOPs that torchtitan's per-op selective checkpointing
+    recomputes: the 2nd, 4th and 6th matmuls of wq wk wv wo w1 w3 w2 (wk, wo, w3; parallelize_llama.py
+    `_get_custom_policy`: an aten.mm output is saved unless its count in the block is even).
+    SwiGLU blocks only (torchtitan's Llama); a GELU MLP (w1, w2) recomputes wk and wo."""
+    h, hd = m.hidden, m.head_dim_
+    q, kv, o = m.heads * hd * h, m.kv_heads_ * hd * h, m.heads * hd * h
+    ffn = m.ffn_hidden * h
+    if m.activation == "swiglu":
+        return (kv + o + ffn) / (q + 2 * kv + o + 3 * ffn)
+    return (kv + o) / (q + 2 * kv + o + 2 * ffn)
+

@@ -1,0 +1,48 @@
+"""When a training framework reduces gradients and gathers parameters, and what of it is exposed.
+
+The collectives themselves are priced by wanka.plan.exposure.dp_comm; this module applies the
+framework's *schedule* (Options.grad_sync, dp_overlap, param_gather_overlap), each a closed form:
+
+  once per step (Options.grad_sync="per_step"; ZeRO-0/1 always; ZeRO-2 in Megatron's distributed
+      optimizer and in DeepSpeed's pipeline engine):
+      overlapped:   max(0, RS - bwd) + max(0, AG - fwd)
+      not:          RS + AG
+    Megatron-Core accumulates every micro-batch's gradients into its fp32 main-grad buffer and runs
+    the backward of all but the last micro-batch under DDP's no_sync (pipeline_parallel/schedules.py
+    `no_sync_func`); with --overlap-grad-reduce the bucketed reduce-scatter (or all-reduce) is issued
+    as buckets fill during the *last* micro-batch's backward (distributed/param_and_grad_buffer.py,
+    distributed_data_parallel.py), with --overlap-param-gather the all-gather of the updated
+    parameters runs under the next step's first forward (optimizer/distrib_optimizer.py). MegaScale
+    does the same (NSDI'24 s.3.2). `bwd`/`fwd` are one micro-batch's backward/forward on the slowest
+    stage.
+  every micro-batch (grad_sync="auto" with zero=2: DeepSpeed ZeRO-2 outside the pipeline engine,
+      FSDP SHARD_GRAD_OP / FSDP2 reshard_after_forward=False without no_sync):
+      overlapped:   m * max(0, RS - bwd) + max(0, AG - fwd)
+      not:          m * RS + AG
+    A rank keeps only its gradient shard, so every micro-batch's gradients are reduce-scattered:
+    DeepSpeed's engine calls overlapping_partition_gradients_reduce_epilogue() after every backward
+    when gradients are partitioned, and only at the accumulation boundary for stage 1
+    (runtime/engine.py allreduce_gradients: "ZeRO stage >= 2 communicates during non gradient
+    accumulation boundaries as well"); with overlap_comm the bucket reductions run on a side stream
+    during that backward and the epilogue waits for them, so the window is that micro-batch's
+    backward, not the next micro-batch. FSDP's post-backward callback likewise waits for the
+    reduce-scatter stream at the end of each backward.
+  param_gather_overlap=False: DeepSpeed ZeRO-1/2 all-gather the updated fp16/bf16 partitions right
+    after the optimizer step (runtime/zero/stage_1_and_2.py step(): all_gather_dp_groups), before the
+    next forward starts: the all-gather is exposed whatever dp_overlap says.
+"""
+
+from __future__ import annotations
+
+
+def exposed_dp_s(dp, lay, fwd_s: float, bwd_s: float, opts) -> float:
+    """Exposed data-parallel communication of one step (ZeRO-0/1/2; ZeRO-3 is wanka.plan.zero3).
+
+    `dp`: the step's collectives (exposure.DPComm: grad_s = one reduce-scatter/all-reduce of the
+    stage's gradients, param_s = one all-gather; microbatch_rs_s > 0 when they are reduced every
+    micro-batch); `fwd_s`, `bwd_s`: one micro-batch's forward and backward on the slowest stage."""
+    param_overlap = opts.dp_overlap if opts.param_gather_overlap is None else opts.param_gather_overlap
+    param = max(0.0, dp.param_s - fwd_s) if param_overlap else dp.param_s
+    reduces = dp.per_step_microbatches(lay) if dp.microbatch_rs_s > 0 else 1
+    grad = max(0.0, dp.grad_s - bwd_s) if opts.dp_overlap else dp.grad_s
+    return reduces * grad + param

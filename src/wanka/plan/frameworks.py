@@ -1,0 +1,152 @@
+"""Framework profiles: named, documented sets of mechanism switches (planner Options).
+
+A profile says *how a training framework runs* a layout -- when it reduces gradients, what it
+overlaps, which attention kernel it has -- each switch with the framework source it comes from.
+`wanka plan --framework NAME` prices with it; `wanka plan validate` maps each published row's
+framework text to one (published.framework_options). docs/plan.md "Framework profiles" lists them.
+
+    wanka plan --model llama3-70b --cluster meta-24k-h100 --gpus 1024 \
+        --layout "tp=8,pp=4,gbs=512,zero=2" --framework deepspeed
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from wanka.errors import SpecError
+from wanka.plan.exposure import Options
+
+# shared sources (file@project, paper section)
+_MCORE_DDP = ("Megatron-Core: grads accumulate in the fp32 main-grad buffer, all but the last micro-batch "
+              "run under no_sync (pipeline_parallel/schedules.py), the bucketed reduce-scatter overlaps the "
+              "last backward (--overlap-grad-reduce, distributed/param_and_grad_buffer.py), the all-gather "
+              "the next forward (--overlap-param-gather, optimizer/distrib_optimizer.py)")
+_TE_TP_OVERLAP = ("Transformer Engine userbuffers overlap TP all-gather/reduce-scatter with the GEMMs "
+                  "(--tp-comm-overlap, on in NeMo/Megatron-Bridge recipes); the hidden fraction 0.5 is an assumption")
+_DS_REDUCE = ("DeepSpeed runtime/engine.py allreduce_gradients: stage 1 (and 0) reduce only at the accumulation "
+              "boundary, after the backward; stage >= 2 every micro-batch (overlapping_partition_gradients_"
+              "reduce_epilogue), on a side stream with overlap_comm and waited for at the end of that backward")
+_DS_GATHER = "DeepSpeed runtime/zero/stage_1_and_2.py step(): all_gather_dp_groups right after the optimizer step"
+_DS_PIPE = ("DeepSpeed runtime/pipe/engine.py: the pipeline engine turns enable_backward_allreduce off and reduces "
+            "gradients once, after the last micro-batch (_exec_reduce_grads), not overlapped; ZeRO-2/3 are refused "
+            "with pipeline parallelism")
+_DS_P2P = ("DeepSpeed runtime/pipe/engine.py _exec_send_activations sends the stage's whole output tensor from every "
+           "rank (no Megatron scatter/gather split over the TP ranks, Narayanan et al. SC'21 s.4.1)")
+_DS_COMM_DTYPE = ("DeepSpeed runtime/engine.py communication_data_type: unless configured, gradients are reduced in "
+                  "the training dtype (fp16/bf16), 2 bytes, not in fp32")
+_OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
+             "materialised (fused scale-mask-softmax kernels, still s x s in HBM)")
+_NO_TP_OVERLAP = "Megatron-LM before Megatron-Core/TE userbuffers (2023) ran TP collectives between the GEMMs"
+_FSDP = ("PyTorch FSDP/FSDP2: every backward reduce-scatters unless no_sync / set_requires_gradient_sync(False); "
+         "the post-backward callback waits for the reduce-scatter stream; the next block's all-gather is "
+         "prefetched one block ahead (torch/distributed/fsdp, torchtitan applies fully_shard per block)")
+_XLA = ("XLA/GSPMD (MaxText, Paxml): tensor-parallel collectives are not decomposed into the GEMMs unless "
+        "collective matmul is asked for (MaxText opt-in); the latency-hiding scheduler overlaps the FSDP "
+        "all-gathers/reduce-scatters with the layer scan (--xla_gpu_enable_latency_hiding_scheduler, "
+        "pipelined all-gather/reduce-scatter flags in NVIDIA's MaxText recipes, dgxc-benchmarking "
+        "maxtext/configure.sh@8f5cbb37)")
+_MEGASCALE = ("MegaScale (Jiang et al., NSDI'24 s.3.2): TP/SP all-gather and reduce-scatter fused into the "
+              "GEMMs (hidden fraction 0.8: an assumption); DP reduce-scatter overlapped with the last "
+              "micro-batch's backward, all-gather with the first forward")
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    summary: str
+    switches: dict = field(default_factory=dict)  # Options fields
+    sources: dict = field(default_factory=dict)  # Options field -> where the behaviour comes from
+    pipeline_switches: dict = field(default_factory=dict)  # replaces switches when pp > 1
+    zero_switches: dict = field(default_factory=dict)  # {zero stage: switches}, applied last
+
+    def options(self, layout=None, base: Options | None = None) -> Options:
+        """Options for `layout` (its pp and zero stage select the schedule) on top of `base`."""
+        kw = dict(self.switches)
+        if layout is not None and layout.pp > 1:
+            kw.update(self.pipeline_switches)
+        elif layout is not None:
+            kw.update(self.zero_switches.get(layout.zero, {}))
+        return dataclasses.replace(base or Options(), **kw)
+
+
+_MCORE = dict(tp_overlap=0.5, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2)
+_MCORE_SRC = {"tp_overlap": _TE_TP_OVERLAP, "grad_sync": _MCORE_DDP, "dp_overlap": _MCORE_DDP,
+              "moe_dispatch_bytes": "Megatron-Core transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: "
+                                    "the all-to-all moves the permuted hidden states in their dtype (BF16; FP8 "
+                                    "casts happen inside Transformer Engine's GEMMs), also in FP8 runs"}
+_DS_PIPE_SWITCHES = dict(grad_sync="per_step", dp_overlap=False, param_gather_overlap=False)
+
+PROFILES: dict[str, Framework] = {p.name: p for p in (
+    Framework("megatron-core", "Megatron-Core (2023-): distributed optimizer, overlapped DP, TE TP overlap",
+              _MCORE, _MCORE_SRC),
+    Framework("nemo", "NeMo 2 / Megatron-Bridge recipes: Megatron-Core underneath", _MCORE, _MCORE_SRC),
+    Framework("megatron-lm", "Megatron-LM (2023-, on Megatron-Core) without NeMo's recipe defaults: TP overlap "
+              "only when asked for", dict(tp_overlap=0.0, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2),
+              {"tp_overlap": "--tp-comm-overlap is opt-in in Megatron-LM (arguments.py)", "grad_sync": _MCORE_DDP,
+               "dp_overlap": _MCORE_DDP, "moe_dispatch_bytes": _MCORE_SRC["moe_dispatch_bytes"]}),
+    Framework("megatron-lm-2021", "Megatron-LM as in SC'21/MLSys'23 (2021-2022): unfused attention, no TP overlap",
+              dict(attention="unfused", tp_overlap=0.0, grad_sync="per_step", dp_overlap=True),
+              {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP,
+               "dp_overlap": "torch DDP overlaps the all-reduce with the backward (Li et al., VLDB'20)",
+               "grad_sync": _MCORE_DDP}),
+    Framework("megatron-deepspeed", "Megatron-DeepSpeed (BLOOM, MT-NLG era, 2021-2022): DeepSpeed pipeline "
+              "engine, ZeRO-1, unfused attention",
+              dict(attention="unfused", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
+                   pp_scatter_gather=False, grad_bytes=2),
+              {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP, "dp_overlap": _DS_REDUCE,
+               "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE, "pp_scatter_gather": _DS_P2P,
+               "grad_bytes": _DS_COMM_DTYPE},
+              pipeline_switches=_DS_PIPE_SWITCHES),
+    Framework("deepspeed", "DeepSpeed ZeRO (engine without pipeline): reduce at the boundary (ZeRO-1), every "
+              "micro-batch with overlap_comm (ZeRO-2), per-submodule fetch (ZeRO-3)",
+              dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight", grad_bytes=2),
+              {"dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_bytes": _DS_COMM_DTYPE,
+               "zero3_unit": "DeepSpeed ZeRO-3 fetches parameters per submodule (runtime/zero/partitioned_param_"
+                             "coordinator.py)", "grad_sync": _DS_PIPE},
+              pipeline_switches=_DS_PIPE_SWITCHES,
+              zero_switches={2: dict(dp_overlap=True), 3: dict(dp_overlap=True)}),
+    Framework("fsdp", "PyTorch FSDP / FSDP2: reduce-scatter every micro-batch, block-wise prefetch",
+              dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer"),
+              {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP}),
+    Framework("torchtitan", "torchtitan (2024-25): FSDP2 per block (+ TP, PP, CP), PyTorch SDPA attention",
+              dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer", attention="flash2"),
+              {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP,
+               "attention": "PyTorch SDPA's flash backend is FlashAttention-2 (integrated in PyTorch 2.2); "
+                            "torchtitan's Llama calls F.scaled_dot_product_attention (models/llama/model.py)"}),
+    Framework("jax-xla", "JAX/XLA (MaxText, Paxml): no TP overlap, FSDP overlapped by the scheduler",
+              dict(tp_overlap=0.0, dp_overlap=True, zero3_unit="layer"),
+              {"tp_overlap": _XLA, "dp_overlap": _XLA, "zero3_unit": _XLA}),
+    Framework("megascale", "MegaScale (ByteDance, NSDI'24): fused TP communication, overlapped DP",
+              dict(tp_overlap=0.8, grad_sync="per_step", dp_overlap=True),
+              {"tp_overlap": _MEGASCALE, "grad_sync": _MEGASCALE, "dp_overlap": _MEGASCALE}),
+)}
+
+
+def framework(name: str, field_name: str = "--framework") -> Framework:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise SpecError(field_name, " | ".join(PROFILES), name) from None
+
+
+def family_of(framework_text: str | None, zero_text: str | None = None) -> str | None:
+    """The profile a published run's framework text names (None: not recognised)."""
+    fw, zero = (framework_text or "").lower(), (zero_text or "").lower()
+    if "megascale" in fw:
+        return "megascale"
+    if any(k in fw for k in ("maxtext", "paxml", "praxis", "jax", "t5x")):
+        return "jax-xla"
+    if "torchtitan" in fw:
+        return "torchtitan"
+    if any(k in fw for k in ("core", "nemo", "bridge", "mcore")):
+        return "megatron-core"
+    if any(k in fw for k in ("megatron-deepspeed", "megatron deepspeed", "megatron-ds")):
+        return "megatron-deepspeed"
+    if "deepspeed" in fw and ("megatron" not in fw or "deepspeed" in zero):
+        return "deepspeed"
+    if "fsdp" in fw or "metaseq" in fw or "fairscale" in fw:
+        return "fsdp"
+    if "megatron" in fw:
+        return "megatron-lm"  # published.framework_options takes megatron-lm-2021 for rows dated <= 2022
+    return None

@@ -1,0 +1,69 @@
+"""MoE mechanisms (plan/moe_cost.py): the balanced-router floor of routing imbalance against a
+sampled multinomial, and the routed tokens' tensor-parallel traffic against its closed form."""
+
+import numpy as np
+import pytest
+
+from wanka.cluster import load_cluster
+from wanka.layout import Layout
+from wanka.plan.estimate import estimate
+from wanka.plan.exposure import Options
+from wanka.plan.moe_cost import balanced_router_imbalance
+from wanka.workload import load_model
+
+
+@pytest.mark.parametrize("copies,ep", [(4096, 8), (32768, 8), (65536, 64), (2048, 32)])
+def test_balanced_router_floor_matches_a_sampled_multinomial(copies, ep):
+    rng = np.random.default_rng(0)
+    loads = rng.multinomial(copies, [1.0 / ep] * ep, size=4000)  # 4000 micro-batches
+    sampled = float(np.mean(loads.max(axis=1)) / (copies / ep))
+    # the excess over the mean within 7% (the Gaussian closed form misses the binomial's small skew)
+    assert balanced_router_imbalance(copies, ep) - 1 == pytest.approx(sampled - 1, rel=0.07)
+    assert balanced_router_imbalance(copies, 1) == 1.0
+
+
+@pytest.fixture(scope="module")
+def mixtral():
+    return load_model("mixtral-8x7b"), load_cluster("meta-24k-h100", gpus=64)
+
+
+def test_tp_split_experts_move_top_k_times_the_tokens(mixtral):
+    m, c = mixtral  # every layer MoE, top-2, no shared experts
+    split = estimate(m, c, Layout.parse("tp=4,ep=4,gbs=64"))  # etp = tp: routed tokens gathered over TP
+    whole = estimate(m, c, Layout.parse("tp=4,ep=4,etp=1,gbs=64"))  # etp = 1: attention's TP traffic only
+    # per layer: attention (1 unit) + MLP (top_k units, or none) of all-gather + reduce-scatter
+    assert split.breakdown["tp_comm"] / whole.breakdown["tp_comm"] == pytest.approx(1 + m.moe.top_k, rel=1e-9)
+
+
+def test_imbalance_slows_the_experts_not_the_flops(mixtral):
+    m, c = mixtral
+    lay = Layout.parse("tp=2,ep=8,gbs=64")
+    even = estimate(m, c, lay, options=Options(moe_imbalance=1.0))
+    skew = estimate(m, c, lay, options=Options(moe_imbalance=1.5))
+    floor = estimate(m, c, lay)
+    assert even.step_time_s < floor.step_time_s < skew.step_time_s
+    assert skew.breakdown["ep_comm"] > even.breakdown["ep_comm"]
+    # executed FLOPs (hfu x step) are the mean rank's: the same
+    assert skew.hfu * skew.step_time_s == pytest.approx(even.hfu * even.step_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("field,value", [("moe_imbalance", 0.5), ("moe_imbalance", float("nan")),
+                                         ("moe_dispatch_bytes", 3), ("grad_sync", "sometimes")])
+def test_bad_mechanism_options_are_one_line_spec_errors(mixtral, field, value):
+    from wanka.errors import SpecError
+
+    m, c = mixtral
+    with pytest.raises(SpecError) as exc:
+        estimate(m, c, Layout.parse("tp=2,ep=8,gbs=64"), options=Options(**{field: value}))
+    assert exc.value.field == f"options.{field}"
+
+
+def test_capacity_factor_pads_every_expert_to_capacity(mixtral):
+    m, c = mixtral
+    lay = Layout.parse("tp=2,ep=8,gbs=64")
+    padded = estimate(m, c, lay, options=Options(moe_capacity_factor=1.25))
+    # Switch Transformer s.2.2: buffers of capacity_factor x the mean load, whatever the routing
+    assert padded.step_time_s == pytest.approx(estimate(m, c, lay, options=Options(moe_imbalance=1.25)).step_time_s)
+    assert padded.step_time_s == pytest.approx(
+        estimate(m, c, lay, options=Options(moe_capacity_factor=1.25, moe_imbalance=3.0)).step_time_s)
+    assert estimate(m, c, lay, options=Options(moe_capacity_factor=2.0)).step_time_s > padded.step_time_s
