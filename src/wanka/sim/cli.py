@@ -86,6 +86,11 @@ def render(console: Console, out: dict, report: str | None) -> None:
         ["lost work per interruption (h)", out["lost_work_per_interruption_h"]["mean"], ""],
     ]
     rows += [[f"lost GPU-h: {k}", v["mean"], f"{fmt(v['ci95'][0])} - {fmt(v['ci95'][1])}"] for k, v in out["lost_gpu_hours"].items()]
+    h = out["replicas"]["mean_healthy"]
+    rows.append([f"healthy replicas (of {out['replicas']['dp']})", h["mean"], f"{fmt(h['ci95'][0])} - {fmt(h['ci95'][1])}"])
+    if "steps" in out:  # step-level commit semantics (torchft)
+        c = out["steps"]["committed_fraction"]
+        rows.append(["committed-step fraction", c["mean"], f"{fmt(c['ci95'][0])} - {fmt(c['ci95'][1])}"])
     console.print(table("twin results (mean, 95% of runs)", ["metric", "mean", "95% interval"], rows))
     causes = sorted(out["interruptions"]["by_cause"].items(), key=lambda kv: -kv[1]["mean"])[:8]
     console.print(table("interruptions by cause (mean per run)", ["cause", "mean"], [[k, v["mean"]] for k, v in causes]))

@@ -53,7 +53,11 @@ class TwinConfig:
     requeue_s: float = 300.0
     swap_s: float = 60.0
     heal_s: float = 60.0
-    reconfig_s: float = 5.0
+    reconfig_s: float = 5.0  # torchft: a replica leaving costs every replica this (collective timeout)
+    join_s: float = 1.0  # torchft: a healed replica joining the quorum (process-group re-init)
+    step_time_s: float = 0.0  # > 0: step-level commit semantics (torchft): a failure discards the step
+    kill_every_s: float = 0.0  # > 0: a kill loop injects one replica failure per interval (last cause)
+    kill_jitter: float = 0.0
     min_dp: int = 1
     mem_covers_restart: bool = True
     mem_covers_node: bool = True

@@ -30,7 +30,8 @@ from wanka.reliability.recovery import SparePool, node_replacement_cost_s
 from wanka.sim.config import TwinConfig
 
 FAIL, PLANNED, DRAIN, FALSE_DRAIN, GROW, REJOIN, SLOW_ON, SLOW_OFF = range(8)
-CATEGORIES = ("useful", "lost_work", "checkpoint_stall", "restart", "waiting_for_spares", "planned", "degraded")
+CATEGORIES = ("useful", "lost_work", "discarded_step", "checkpoint_stall", "restart", "waiting_for_spares", "planned",
+              "degraded")
 
 
 def _overlap(a: float, b: float, lo: float, hi: float) -> float:
@@ -58,8 +59,10 @@ class _Run:
         self.heap: list = []
         self.seq = 0
         self.n_cause = np.zeros(len(cfg.failures.causes), dtype=np.int64)
+        self.step_done = 0.0  # compute seconds into the step in flight (step-level commit semantics)
+        self.replica_s = 0.0  # integral of healthy (in-quorum) replicas over wall time
         self.c = dict(planned=0, manual=0, drains=0, false_drains=0, averted=0, shrinks=0, stragglers=0,
-                      correlated=0, blast_nodes=0)
+                      correlated=0, blast_nodes=0, committed_steps=0, discarded_steps=0)
         self.trace: list | None = [] if trace else None
 
     # ---- time accounting ---------------------------------------------------------------------
@@ -74,6 +77,7 @@ class _Run:
         """Account [acc_until, t) and return progress at t (the segment then restarts at t)."""
         cat, a, b = self.down
         lo = self.acc_until
+        self.replica_s += self.dp * max(0.0, t - lo)
         if lo < self.t_resume:
             hi = min(t, self.t_resume)
             self.acc[cat] += _overlap(lo, a, lo, hi) + _overlap(b, self.t_resume, lo, hi)
@@ -91,12 +95,30 @@ class _Run:
             self.sto_abs = max(self.sto_abs, self.seg_base + self.speed * sto)
             self.acc["checkpoint_stall"] += e - comp
             self.acc["degraded"] += comp * (1.0 - self.speed)
+            if self.cfg.step_time_s > 0:  # steps commit at step boundaries
+                done = self.step_done + comp
+                n = int(done // self.cfg.step_time_s)
+                self.c["committed_steps"] += n
+                self.step_done = done - n * self.cfg.step_time_s
             if self.trace is not None:
                 self.trace.append((self.t_resume, t, "running", progress))
             self.t_resume = t
             self.seg_base = progress
         self.acc_until = t
         return progress
+
+    def discard_step(self) -> None:
+        """Per-step fault tolerance: a replica failing mid-step errors the cross-replica all-reduce, so
+        every replica votes not to commit (torchft Manager.should_commit: local_should_commit is false
+        once the process group errored; torchft/manager.py) and the step in flight is discarded."""
+        if self.step_done <= 0.0:
+            return
+        lost = self.speed * self.step_done
+        self.acc["discarded_step"] += lost
+        self.seg_base -= lost
+        self.mem_abs, self.sto_abs = min(self.mem_abs, self.seg_base), min(self.sto_abs, self.seg_base)
+        self.c["discarded_steps"] += 1
+        self.step_done = 0.0
 
     def set_speed(self) -> None:
         sp = self.cfg.speed_of_dp[self.dp] if self.cfg.speed_of_dp else self.dp / self.cfg.dp
@@ -131,21 +153,24 @@ class _Run:
         if manual:
             self.c["manual"] += 1
         if (cfg.kind == "torchft" and node and not cfg.cause_job_scope[cause] and self.dp - hit >= cfg.min_dp):
-            # per-step replica fault tolerance: the replicas drop out, the others go on (no rollback);
-            # they rejoin once all their replacement nodes are ready
+            # per-step replica fault tolerance: the step in flight is discarded, the replicas drop out and
+            # the others go on from the last committed step (no rollback); the dropped replicas heal
+            # (heal_s, state transfer from a live peer) once their nodes are ready, then rejoin
+            self.discard_step()
             self.dp -= hit
             avail = max(self.take_node(t + detect, t + repair) for _ in range(lost))
             for _ in range(hit):
                 self.push(max(t + detect, avail) + cfg.heal_s, REJOIN)
-            if was_down:
-                self.set_speed()
-                return
-            self.go_down(t, "restart", cfg.reconfig_s, t, 0.0)
+            # the survivors' collective times out and a new quorum forms (reconfig_s); a failure during a
+            # quorum change starts it again
+            if self.t_resume < t + cfg.reconfig_s:
+                self.go_down(t, "restart", cfg.reconfig_s, t, 0.0)
             self.set_speed()
             return
         covered = (cfg.schedule.has_memory and not manual and lost == 1
                    and (cfg.mem_covers_node if node else cfg.mem_covers_restart))
         restore = self.mem_abs if covered else self.sto_abs
+        self.step_done = 0.0
         self.acc["lost_work"] += progress - restore
         self.seg_base = self.mem_abs = restore
         cost = cfg.restart_s
@@ -215,9 +240,12 @@ class _Run:
                     self.close(t)
                     self.set_speed()
             elif kind in (REJOIN, SLOW_ON, SLOW_OFF):
+                running = self.running(t)
                 self.close(t)
                 if kind == REJOIN:
                     self.dp += 1
+                    if running and cfg.join_s > 0:  # the new quorum reconfigures every replica's process group
+                        self.go_down(t, "restart", cfg.join_s, t, 0.0)
                 elif kind == SLOW_ON:
                     self.slow += 1
                     self.c["stragglers"] += 1
@@ -230,6 +258,7 @@ class _Run:
         self.acc["useful"] = useful
         self.c["averted"] = len(averted)
         self.c.update(swaps=self.pool.swaps, waits=self.pool.waits, pool_min=self.pool.min_available)
+        self.c["mean_replicas"] = self.replica_s / end
         return {"acc": self.acc, "by_cause": self.n_cause, "counts": self.c, "trace": self.trace}
 
 
@@ -264,6 +293,13 @@ def draw_events(cfg: TwinConfig, rng: np.random.Generator) -> list:
         for t in np.sort(rng.random(rng.poisson(fp_rate * cfg.duration_s))) * cfg.duration_s:
             events.append((float(t), seq, FALSE_DRAIN, -1))
             seq += 1
+    if cfg.kill_every_s > 0:  # a kill loop: one live replica per interval, the model's last cause
+        kill = len(cfg.failures.causes) - 1
+        t = rng.random() * cfg.kill_every_s  # the loop starts at a random phase of the job's steps
+        while t < cfg.duration_s:
+            events.append((float(t), seq, FAIL, (-1 - seq, kill, 0.0, 1.0, 0.0)))
+            seq += 1
+            t += cfg.kill_every_s * (1.0 + cfg.kill_jitter * (2.0 * rng.random() - 1.0))
     st = cfg.stragglers
     if st.per_node_s > 0:
         for t in np.sort(rng.random(rng.poisson(st.per_node_s * cfg.nodes * cfg.duration_s))) * cfg.duration_s:
