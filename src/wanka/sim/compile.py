@@ -9,6 +9,7 @@ import numpy as np
 
 from wanka.cluster import Cluster
 from wanka.errors import SpecError
+from wanka.reliability.recovery import RecoveryPolicy
 from wanka.reliability.checkpoint import CheckpointSchedule, interval_for
 from wanka.reliability.failures import GROUP_UNITS, Cause, FailureModel, build_failure_model, load_failure_model, resolve_groups
 from wanka.sim.config import PredictionConfig, StragglerConfig, TwinConfig
@@ -34,6 +35,13 @@ def spare_nodes(spares, cluster: Cluster, job_gpus: int, model: FailureModel, re
     if spares == "p99":
         return p99_spares(model, job_gpus, cluster.gpus_per_node, window_h=max(repair_h, 1.0))
     return int(spares)
+
+
+def recovery_policy(rec, dp: int) -> RecoveryPolicy:
+    """The scenario's `recovery` section as the policy both twins apply."""
+    return RecoveryPolicy(kind=rec.kind, restart_s=rec.restart_s,
+                          requeue_s=rec.restart_s if rec.requeue_s is None else rec.requeue_s, swap_s=rec.swap_s,
+                          heal_s=rec.heal_s, reconfig_s=rec.reconfig_s, join_s=rec.join_s, min_dp=min(rec.min_dp, dp))
 
 
 KILL_CAUSE = "kill_loop"
@@ -165,15 +173,13 @@ def compile_scenario(sc: Scenario, job_index: int = 0, cluster: Cluster | None =
     st = sc.stragglers
     cfg = TwinConfig(
         duration_s=sc.duration_days * 86400.0, gpus=gpus, gpus_per_node=gpn, dp=speed.dp, failures=model,
-        schedule=schedule, kind=rec.kind, spares=spares,
+        schedule=schedule, recovery=recovery_policy(rec, speed.dp), spares=spares,
         cause_node=np.array([c.recovery == "node_swap" for c in model.causes]),
         cause_job_scope=np.array([c.scope == "job" for c in model.causes]),
         cause_detect_s=detect, manual_s=rec.manual_s, repair_s=rec.repair_h * 3600.0,
         cause_repair_s=np.array([(rec.repair_h if c.repair_h is None else c.repair_h) * 3600.0 for c in model.causes]),
         cause_blast=tuple(blast),
-        manual_repair_s=rec.manual_repair_h * 3600.0, restart_s=rec.restart_s,
-        requeue_s=rec.restart_s if rec.requeue_s is None else rec.requeue_s, swap_s=rec.swap_s,
-        heal_s=rec.heal_s, reconfig_s=rec.reconfig_s, join_s=rec.join_s, min_dp=min(rec.min_dp, speed.dp),
+        manual_repair_s=rec.manual_repair_h * 3600.0,
         step_time_s=(speed.step_time_s or 0.0) if rec.kind == "torchft" else 0.0,
         kill_every_s=sc.kill_loop.every_s if sc.kill_loop else 0.0,
         kill_jitter=sc.kill_loop.jitter if sc.kill_loop else 0.0,
