@@ -4,6 +4,7 @@
     wanka simulate llama3-54d [--runs 20] [--seed 1] [--json] [--report out.html]
     wanka simulate sweep rsc-mttf --param gpus --values 2048,16384,131072 [--json]
     wanka simulate sweep llama3-54d --param checkpoint_interval --values 60,300,900,1800
+    wanka simulate fleet philly --gpus 10240 --days 30 --runs 10 [--scale 3.63] [--failure-scale 1]
 """
 
 from __future__ import annotations
@@ -24,14 +25,18 @@ from wanka.sim.sweep import PARAMS, parse_values, sweep
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="digital twin: weeks of a cluster with failures and recovery",
                        description="wanka simulate SCENARIO|PRESET | wanka simulate sweep SCENARIO --param P --values a,b | "
-                                   "wanka simulate predict SCENARIO | wanka simulate list")
-    p.add_argument("scenario", help="a scenario preset or YAML/JSON file; or 'sweep' / 'predict' / 'list'")
-    p.add_argument("target", nargs="?", help="(sweep, predict) the scenario")
+                                   "wanka simulate predict SCENARIO | wanka simulate fleet TRACE | wanka simulate list")
+    p.add_argument("scenario", help="a scenario preset or YAML/JSON file; or 'sweep' / 'predict' / 'fleet' / 'list'")
+    p.add_argument("target", nargs="?", help="(sweep, predict) the scenario; (fleet) philly or a trace CSV")
     p.add_argument("--runs", type=int, help="Monte-Carlo runs (default: the scenario's)")
     p.add_argument("--seed", type=int, help="seed (default: the scenario's)")
     p.add_argument("--report", metavar="FILE", help="write an HTML report with plots")
     p.add_argument("--param", help=f"(sweep) one of {', '.join(PARAMS)}")
     p.add_argument("--values", help="(sweep) comma-separated values (seconds, nodes or GPUs)")
+    p.add_argument("--gpus", type=int, default=10240, help="(fleet) cluster GPUs")
+    p.add_argument("--days", type=float, default=30.0, help="(fleet) horizon in days")
+    p.add_argument("--scale", type=float, help="(fleet) arrival compression (default: the whole trace in --days)")
+    p.add_argument("--failure-scale", type=float, default=1.0, help="(fleet) multiply every failure rate")
     json_flag(p)
     p.set_defaults(func=cmd_simulate)
 
@@ -53,6 +58,10 @@ def cmd_simulate(args):
         return cmd_sweep(args)
     if args.scenario == "predict":
         return cmd_predict(args)
+    if args.scenario == "fleet":
+        from wanka.sim.fleet_cli import cmd_fleet  # noqa: PLC0415
+
+        return cmd_fleet(args)
     if args.target is not None:
         raise SpecError("target", "nothing after the scenario (did you mean 'wanka simulate sweep ...'?)", args.target)
     sc = load_scenario(args.scenario)
