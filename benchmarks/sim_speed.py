@@ -8,9 +8,11 @@ Two more lines: the same S1 job with ToR crashes as leaf-wide failures (failure 
 llama3-h100-topo), and the five-job wanka-10k-shared scenario through the scheduler.
 
     .venv/bin/python benchmarks/sim_speed.py --fleet     # only the whole-cluster Philly twin
+    .venv/bin/python benchmarks/sim_speed.py --goodput   # only `plan --objective goodput`, 405B on wanka-10k
 
 Goal (issue 13): the whole-cluster twin, Philly (82,247 jobs, the whole trace compressed into the
 horizon) on 10,240 GPUs x 30 days x 10 runs in <= 30 s. Trace parsing is timed apart (once).
+Goodput planning (issue 13): llama3-405b on wanka-10k with Llama 3 failure rates in <= 20 s.
 """
 
 from __future__ import annotations
@@ -47,7 +49,29 @@ def fleet() -> None:
           f"accounting error {out['accounting_max_error_s']:.1e} s")
 
 
+GOODPUT_GOAL_S = 20.0
+
+
+def goodput() -> None:
+    from wanka.sim.goodput import plan_goodput  # noqa: PLC0415
+    from wanka.workload import load_model  # noqa: PLC0415
+
+    start, cpu = time.perf_counter(), time.process_time()
+    out = plan_goodput(load_model("llama3-405b"), "wanka-10k")
+    secs, cpu = time.perf_counter() - start, time.process_time() - cpu
+    c, b = out["chosen"], out["baseline"]
+    print(f"goodput plan: llama3-405b on wanka-10k, {out['plans_evaluated']} plans: {secs:.1f} s wall, {cpu:.1f} s CPU "
+          f"(goal <= {GOODPUT_GOAL_S:.0f} s: {'met' if secs <= GOODPUT_GOAL_S else 'NOT met'}); chosen {c['kind']} "
+          f"{c['spare_nodes']} spare nodes, ETTR {c['ettr']:.3f}, {c['tokens_per_day'] / 1e9:.2f}B tokens/day "
+          f"(95% CI {c['tokens_per_day_ci95'][0] / 1e9:.2f}-{c['tokens_per_day_ci95'][1] / 1e9:.2f}) vs baseline "
+          f"ETTR {b['ettr']:.3f}, {b['tokens_per_day'] / 1e9:.2f}B "
+          f"({b['tokens_per_day_ci95'][0] / 1e9:.2f}-{b['tokens_per_day_ci95'][1] / 1e9:.2f}); beats: {out['beats_baseline']}")
+
+
 def main() -> None:
+    if "--goodput" in sys.argv:
+        goodput()
+        return
     if "--fleet" in sys.argv:
         fleet()
         return
