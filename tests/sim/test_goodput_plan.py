@@ -48,3 +48,9 @@ def test_cli_objective_goodput_json(capsys):
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["objective"] == "goodput" and {"chosen", "baseline", "frontier", "verdict"} <= set(out)
+
+
+def test_cli_goodput_refuses_a_given_layout(capsys):
+    assert main(["plan", "--model", "llama3-70b", "--objective", "goodput", "--layout", "tp=8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--layout" in err and "\n" not in err

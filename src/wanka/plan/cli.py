@@ -153,6 +153,9 @@ def cmd_plan(args):
     if args.objective == "goodput":
         from wanka.sim.goodput import plan_goodput, render_goodput  # noqa: PLC0415 (the twin only when asked)
 
+        if args.layout:
+            raise SpecError("--layout", "no --layout with --objective goodput (it chooses the layout)", args.layout)
+
         out = plan_goodput(model, args.cluster, args.gpus)
         return out, lambda console: render_goodput(console, out)
     cluster = _cluster(args.cluster, args.gpus)
