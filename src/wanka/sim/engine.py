@@ -28,6 +28,7 @@ import numpy as np
 
 from wanka.reliability.recovery import SparePool, StepCommits
 from wanka.sim.config import TwinConfig
+from wanka.sim.segment import run_segment
 
 FAIL, PLANNED, DRAIN, FALSE_DRAIN, GROW, REJOIN, SLOW_ON, SLOW_OFF = range(8)
 CATEGORIES = ("useful", "lost_work", "discarded_step", "checkpoint_stall", "restart", "waiting_for_spares", "planned",
@@ -87,16 +88,10 @@ class _Run:
                 self.trace.append((lo, hi, cat if hi <= a or hi > b else "waiting_for_spares", self.seg_base))
         progress = self.seg_base
         if t > self.t_resume:
-            e = t - self.t_resume
-            sch = self.cfg.schedule
-            comp = sch.compute_done(e)
-            mem, sto = sch.durable(e)
-            progress = self.seg_base + self.speed * comp
-            self.mem_abs = max(self.mem_abs, self.seg_base + self.speed * mem)
-            self.sto_abs = max(self.sto_abs, self.seg_base + self.speed * sto)
-            self.acc["checkpoint_stall"] += e - comp
-            self.acc["degraded"] += comp * (1.0 - self.speed)
-            self.steps.advance(comp)
+            done, mem, sto = run_segment(self.cfg.schedule, t - self.t_resume, self.speed, self.acc, self.steps)
+            progress = self.seg_base + done
+            self.mem_abs = max(self.mem_abs, self.seg_base + mem)
+            self.sto_abs = max(self.sto_abs, self.seg_base + sto)
             if self.trace is not None:
                 self.trace.append((self.t_resume, t, "running", progress))
             self.t_resume = t

@@ -35,6 +35,7 @@ from wanka.reliability.recovery import RecoveryPolicy, StepCommits
 from wanka.sim.compile import compile_scenario, failure_model_of, spare_nodes, topology_groups
 from wanka.sim.outputs import run_seeds, stat
 from wanka.sim.scenario import Scenario
+from wanka.sim.segment import run_segment
 from wanka.sim.speeds import load_sized_cluster
 
 SUBMIT, FAIL, REPAIR, RESUME, DONE = range(5)
@@ -72,14 +73,9 @@ class _JobRun:
     def close(self, t: float) -> float:
         if self.status != "computing":
             return self.base
-        e = t - self.seg_start
-        comp = self.schedule.compute_done(e)
-        _, sto = self.schedule.durable(e)
-        progress = min(self.work_s, self.base + self.speed * comp)
-        self.durable = max(self.durable, self.base + self.speed * sto)
-        self.acc["checkpoint_stall"] += e - comp
-        self.acc["degraded"] += comp * (1.0 - self.speed)
-        self.steps.advance(comp)
+        done, _, sto = run_segment(self.schedule, t - self.seg_start, self.speed, self.acc, self.steps)
+        progress = min(self.work_s, self.base + done)
+        self.durable = max(self.durable, self.base + sto)
         self.base, self.seg_start = progress, t
         return progress
 
