@@ -82,3 +82,27 @@ def test_cli_bad_scale_is_one_line_exit_2(capsys):
     assert main(["simulate", "fleet", "philly", "--scale", "-2"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--scale" in err and "\n" not in err
+
+
+def _two_jobs(b_preemptible: bool, fail_h: float):
+    cfg = FleetConfig(gpus=16, days=2, failure_scale=0, repair_h=24)
+    tr = FleetTrace("two", np.array([0.0, 0.0]), np.array([40 * 3600.0, 40 * 3600.0]), np.array([8, 8]),
+                    np.array([True, b_preemptible]))
+    model = load_failure_model(cfg.failure_model)
+    assert model.causes[0].recovery == "node_swap"
+    run = _FleetRun(cfg, tr, model, np.array([np.inf, np.inf]))
+    run.run(np.array([fail_h * 3600.0]), np.array([0]), np.array([0.1]), model)  # lands on job 0's GPUs
+    return run
+
+
+def test_a_failed_job_preempts_an_old_preemptible_job():
+    run = _two_jobs(b_preemptible=True, fail_h=3.0)
+    assert run.c["preemptions"] == 1  # job 1 has run 3 h >= 2 h (Meta RSC rule [Q])
+    assert run.acc["lost"][1] == pytest.approx(3 * 3600.0)  # no checkpoint yet: it rolls back to the start
+
+
+def test_no_preemption_of_young_or_non_preemptible_jobs():
+    assert _two_jobs(b_preemptible=False, fail_h=3.0).c["preemptions"] == 0
+    young = _two_jobs(b_preemptible=True, fail_h=1.0)
+    assert young.c["preemptions"] == 0  # job 1 has run only 1 h
+    assert young.acc["queued"][0] > 0  # job 0 waits for its node's repair instead

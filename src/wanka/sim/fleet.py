@@ -49,6 +49,7 @@ from wanka.sim.outputs import run_seeds, stat
 
 DONE, FAIL, REPAIR = range(3)
 CATEGORIES = ("useful", "lost", "restart", "checkpoint_stall", "queued")
+PREEMPT_RETRY_S = 600.0  # a requeued job that found too few preemptible GPUs looks again after this [G]
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class _FleetRun:
         self.requeued = [False] * n  # restarts pay detect + requeue + restore
         self.may_preempt = [False] * n  # requeued after a failure: may preempt old preemptible jobs
         self.free = cfg.gpus
+        self.preempt_retry_at = 0.0
         self.queue: deque[int] = deque()
         self.heap: list = []
         self.seq = 0
@@ -174,12 +176,12 @@ class _FleetRun:
 
     def schedule(self, t: float) -> None:
         q = self.queue
-        if not q or self.free <= 0:
+        if not q:
             return
         cfg, gpus = self.cfg, self.gpus
         rec = cfg.recovery
         head = q[0]
-        if self.may_preempt[head] and gpus[head] > self.free:
+        if self.may_preempt[head] and gpus[head] > self.free and t >= self.preempt_retry_at:
             self.preempt_for(head, t)
         scanned, i = 0, 0
         while i < len(q) and scanned < cfg.backfill_depth and self.free > 0:
@@ -196,6 +198,9 @@ class _FleetRun:
         need = self.gpus[j] - self.free
         old = [(s[0], k) for k, s in self.seg.items()
                if self.preemptible[k] and t - s[0] >= self.cfg.preemptible_after_s]
+        if sum(self.gpus[k] for _, k in old) < need:  # preempting all of them would not make room
+            self.preempt_retry_at = t + PREEMPT_RETRY_S
+            return
         for _, k in sorted(old, reverse=True):  # most recently started first
             if need <= 0:
                 break
