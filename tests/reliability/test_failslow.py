@@ -46,3 +46,13 @@ def test_bad_truth_names_the_field():
     with pytest.raises(SpecError) as err:
         FailSlowTruth(slowdown=0.9)
     assert err.value.field == "slowdown"
+
+
+def test_cli_failslow_json(capsys):
+    import json
+
+    from wanka.cli import main
+
+    assert main(["simulate", "failslow", "--runs", "1", "--seed", "2", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["runs"][0]
+    assert row["seed"] == 2 and row["precision"] >= 0.904
