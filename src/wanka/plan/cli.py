@@ -78,6 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seq", type=_positive("--seq"), help="sequence length (default: the model's)")
     p.add_argument("--top", type=_positive("--top"), default=5, help="layouts to show")
     p.add_argument("--layout", help='price this layout, e.g. "tp=8,pp=16,vpp=4,gbs=2048"')
+    p.add_argument("--objective", choices=("speed", "goodput"), default="speed",
+                   help="goodput: choose layout, checkpoint interval, spares and recovery with the twin (wanka.sim.goodput)")
     p.add_argument("--recompute-modules", help="what recompute=selective re-runs (Megatron-Core names): "
                    "core_attn,layernorm,mla_up_proj,moe_act (default core_attn)")
     p.add_argument("--pipeline", choices=("1f1b", "dualpipe"), default="1f1b",
@@ -172,6 +174,14 @@ def cmd_plan(args):
     if not args.model:
         raise SpecError("--model", "a model preset name or spec file (wanka plan --model llama3-70b ...)")
     model = load_model(args.model)
+    if args.objective == "goodput":
+        from wanka.sim.goodput import plan_goodput, render_goodput  # noqa: PLC0415 (the twin only when asked)
+
+        if args.layout:
+            raise SpecError("--layout", "no --layout with --objective goodput (it chooses the layout)", args.layout)
+
+        out = plan_goodput(model, args.cluster, args.gpus)
+        return out, lambda console: render_goodput(console, out)
     cluster = _cluster(args.cluster, args.gpus)
     tokens = parse_tokens(args.tokens)
     stats = None

@@ -4,6 +4,8 @@
     wanka simulate llama3-54d [--runs 20] [--seed 1] [--json] [--report out.html]
     wanka simulate sweep rsc-mttf --param gpus --values 2048,16384,131072 [--json]
     wanka simulate sweep llama3-54d --param checkpoint_interval --values 60,300,900,1800
+    wanka simulate fleet philly --gpus 10240 --days 30 --runs 10 [--scale 3.63] [--failure-scale 1]
+    wanka simulate failslow [--runs 3] [--seed 0]   # fail-slow detector vs injected truth
 """
 
 from __future__ import annotations
@@ -24,14 +26,18 @@ from wanka.sim.sweep import PARAMS, parse_values, sweep
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="digital twin: weeks of a cluster with failures and recovery",
                        description="wanka simulate SCENARIO|PRESET | wanka simulate sweep SCENARIO --param P --values a,b | "
-                                   "wanka simulate predict SCENARIO | wanka simulate list")
-    p.add_argument("scenario", help="a scenario preset or YAML/JSON file; or 'sweep' / 'predict' / 'list'")
-    p.add_argument("target", nargs="?", help="(sweep, predict) the scenario")
+                                   "wanka simulate predict SCENARIO | wanka simulate fleet TRACE | wanka simulate list")
+    p.add_argument("scenario", help="a scenario preset or YAML/JSON file; or 'sweep' / 'predict' / 'fleet' / 'failslow' / 'list'")
+    p.add_argument("target", nargs="?", help="(sweep, predict) the scenario; (fleet) philly or a trace CSV")
     p.add_argument("--runs", type=int, help="Monte-Carlo runs (default: the scenario's)")
     p.add_argument("--seed", type=int, help="seed (default: the scenario's)")
     p.add_argument("--report", metavar="FILE", help="write an HTML report with plots")
     p.add_argument("--param", help=f"(sweep) one of {', '.join(PARAMS)}")
     p.add_argument("--values", help="(sweep) comma-separated values (seconds, nodes or GPUs)")
+    p.add_argument("--gpus", type=int, default=10240, help="(fleet) cluster GPUs")
+    p.add_argument("--days", type=float, default=30.0, help="(fleet) horizon in days")
+    p.add_argument("--scale", type=float, help="(fleet) arrival compression (default: the whole trace in --days)")
+    p.add_argument("--failure-scale", type=float, default=1.0, help="(fleet) multiply every failure rate")
     json_flag(p)
     p.set_defaults(func=cmd_simulate)
 
@@ -55,6 +61,12 @@ def cmd_simulate(args):
         return cmd_sweep(args)
     if args.scenario == "predict":
         return cmd_predict(args)
+    if args.scenario == "failslow":
+        return cmd_failslow(args)
+    if args.scenario == "fleet":
+        from wanka.sim.fleet_cli import cmd_fleet  # noqa: PLC0415
+
+        return cmd_fleet(args)
     if args.target is not None:
         raise SpecError("target", "nothing after the scenario (did you mean 'wanka simulate sweep ...'?)", args.target)
     sc = load_scenario(args.scenario)
@@ -88,11 +100,30 @@ def render(console: Console, out: dict, report: str | None) -> None:
         ["lost work per interruption (h)", out["lost_work_per_interruption_h"]["mean"], ""],
     ]
     rows += [[f"lost GPU-h: {k}", v["mean"], f"{fmt(v['ci95'][0])} - {fmt(v['ci95'][1])}"] for k, v in out["lost_gpu_hours"].items()]
+    h = out["replicas"]["mean_healthy"]
+    rows.append([f"healthy replicas (of {out['replicas']['dp']})", h["mean"], f"{fmt(h['ci95'][0])} - {fmt(h['ci95'][1])}"])
+    if "steps" in out:  # step-level commit semantics (torchft)
+        c = out["steps"]["committed_fraction"]
+        rows.append(["committed-step fraction", c["mean"], f"{fmt(c['ci95'][0])} - {fmt(c['ci95'][1])}"])
     console.print(table("twin results (mean, 95% of runs)", ["metric", "mean", "95% interval"], rows))
     causes = sorted(out["interruptions"]["by_cause"].items(), key=lambda kv: -kv[1]["mean"])[:8]
     console.print(table("interruptions by cause (mean per run)", ["cause", "mean"], [[k, v["mean"]] for k, v in causes]))
     if report:
         console.print(f"report written to {report}")
+
+
+def cmd_failslow(args):
+    from wanka.reliability.failslow import study  # noqa: PLC0415
+
+    seed = 0 if args.seed is None else args.seed
+    rows = [{"seed": seed + i, **study(seed=seed + i)} for i in range(args.runs or 3)]
+    keys = ["episodes", "flags", "precision", "recall", "recall_visible", "latency_s_median", "recovered_share"]
+
+    def render(console: Console) -> None:
+        console.print(table("fail-slow detection vs injected truth (512 nodes x 12 h each; docs/reliability.md)",
+                            ["seed"] + keys, [[r["seed"]] + [r[k] for k in keys] for r in rows]))
+
+    return {"runs": rows}, render
 
 
 def cmd_predict(args):

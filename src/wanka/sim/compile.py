@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from wanka.cluster import Cluster
 from wanka.errors import SpecError
+from wanka.reliability.recovery import RecoveryPolicy
 from wanka.reliability.checkpoint import CheckpointSchedule, interval_for
-from wanka.reliability.failures import GROUP_UNITS, FailureModel, build_failure_model, load_failure_model, resolve_groups
+from wanka.reliability.failures import GROUP_UNITS, Cause, FailureModel, build_failure_model, load_failure_model, resolve_groups
 from wanka.sim.config import PredictionConfig, StragglerConfig, TwinConfig
 from wanka.sim.scenario import Scenario
 from wanka.reliability.spares import p99_spares
@@ -34,6 +35,23 @@ def spare_nodes(spares, cluster: Cluster, job_gpus: int, model: FailureModel, re
     if spares == "p99":
         return p99_spares(model, job_gpus, cluster.gpus_per_node, window_h=max(repair_h, 1.0))
     return int(spares)
+
+
+def recovery_policy(rec, dp: int) -> RecoveryPolicy:
+    """The scenario's `recovery` section as the policy both twins apply."""
+    return RecoveryPolicy(kind=rec.kind, restart_s=rec.restart_s,
+                          requeue_s=rec.restart_s if rec.requeue_s is None else rec.requeue_s, swap_s=rec.swap_s,
+                          heal_s=rec.heal_s, reconfig_s=rec.reconfig_s, join_s=rec.join_s, min_dp=min(rec.min_dp, dp))
+
+
+KILL_CAUSE = "kill_loop"
+
+
+def with_kill_loop(model: FailureModel, back_s: float) -> FailureModel:
+    """The model plus a zero-rate cause that stands for the kill loop's injected replica kills."""
+    kill = Cause(name=KILL_CAUSE, component="injected", unit="node", rate_per_unit_hour=0.0, recovery="node_swap",
+                 scope="node", detect="explicit", repair_h=back_s / 3600.0)
+    return replace(model, causes=model.causes + (kill,))
 
 
 def failure_model_of(sc: Scenario) -> FailureModel:
@@ -131,6 +149,8 @@ def compile_scenario(sc: Scenario, job_index: int = 0, cluster: Cluster | None =
     gpn = cluster.gpus_per_node
     speed = job_speed(job, cluster, gpus, sc.cluster, field)
     model = failure_model_of(sc)
+    if sc.kill_loop is not None:  # injected kills are the model's last cause (rate 0: drawn by the engine)
+        model = with_kill_loop(model, sc.kill_loop.back_s)
     blast: list = [None] * len(model.causes)
     if any(c.unit in GROUP_UNITS for c in model.causes):
         # the job holds the first nodes of the cluster: node ids follow the topology, so this is a
@@ -143,7 +163,8 @@ def compile_scenario(sc: Scenario, job_index: int = 0, cluster: Cluster | None =
     except ValueError as exc:
         raise SpecError("checkpoint", str(exc)) from None
     spares = spare_nodes(rec.spares, cluster, gpus, model, rec.repair_h)
-    detect = np.array([rec.hang_detect_s if c.detect == "hang" else rec.detect_s for c in model.causes])
+    detect = np.array([0.0 if c.name == KILL_CAUSE else rec.hang_detect_s if c.detect == "hang" else rec.detect_s
+                       for c in model.causes])
     write = ck_info["write_s"]
     flush = schedule.stall_s + schedule.extra_stall_s + (write if sc.checkpoint.mode == "async" else 0.0)
     if sc.checkpoint.memory is None and sc.checkpoint.mode == "sync":
@@ -152,15 +173,16 @@ def compile_scenario(sc: Scenario, job_index: int = 0, cluster: Cluster | None =
     st = sc.stragglers
     cfg = TwinConfig(
         duration_s=sc.duration_days * 86400.0, gpus=gpus, gpus_per_node=gpn, dp=speed.dp, failures=model,
-        schedule=schedule, kind=rec.kind, spares=spares,
+        schedule=schedule, recovery=recovery_policy(rec, speed.dp), spares=spares,
         cause_node=np.array([c.recovery == "node_swap" for c in model.causes]),
         cause_job_scope=np.array([c.scope == "job" for c in model.causes]),
         cause_detect_s=detect, manual_s=rec.manual_s, repair_s=rec.repair_h * 3600.0,
         cause_repair_s=np.array([(rec.repair_h if c.repair_h is None else c.repair_h) * 3600.0 for c in model.causes]),
         cause_blast=tuple(blast),
-        manual_repair_s=rec.manual_repair_h * 3600.0, restart_s=rec.restart_s,
-        requeue_s=rec.restart_s if rec.requeue_s is None else rec.requeue_s, swap_s=rec.swap_s,
-        heal_s=rec.heal_s, reconfig_s=rec.reconfig_s, min_dp=min(rec.min_dp, speed.dp),
+        manual_repair_s=rec.manual_repair_h * 3600.0,
+        step_time_s=(speed.step_time_s or 0.0) if rec.kind == "torchft" else 0.0,
+        kill_every_s=sc.kill_loop.every_s if sc.kill_loop else 0.0,
+        kill_jitter=sc.kill_loop.jitter if sc.kill_loop else 0.0,
         mem_covers_restart=bool(sc.checkpoint.memory and "restart" in sc.checkpoint.memory.covers),
         mem_covers_node=bool(sc.checkpoint.memory and "node_swap" in sc.checkpoint.memory.covers),
         mem_restore_s=sc.checkpoint.memory.restore_s if sc.checkpoint.memory else 0.0,

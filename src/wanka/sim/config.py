@@ -8,6 +8,7 @@ import numpy as np
 
 from wanka.reliability.checkpoint import CheckpointSchedule
 from wanka.reliability.failures import FailureModel
+from wanka.reliability.recovery import RecoveryPolicy
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class TwinConfig:
     dp: int  # data-parallel replicas
     failures: FailureModel
     schedule: CheckpointSchedule
-    kind: str = "full_restart"  # full_restart | hot_spare | elastic | torchft
+    recovery: RecoveryPolicy = RecoveryPolicy()  # what a failure costs (wanka.reliability.recovery)
     spares: int = 0
     # per-cause arrays (same order as failures.causes)
     cause_node: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # needs a node swap
@@ -49,12 +50,9 @@ class TwinConfig:
     manual_s: float = 7200.0
     repair_s: float = 86400.0
     manual_repair_s: float = 259200.0
-    restart_s: float = 300.0
-    requeue_s: float = 300.0
-    swap_s: float = 60.0
-    heal_s: float = 60.0
-    reconfig_s: float = 5.0
-    min_dp: int = 1
+    step_time_s: float = 0.0  # > 0: step-level commit semantics (torchft): a failure discards the step
+    kill_every_s: float = 0.0  # > 0: a kill loop injects one replica failure per interval (last cause)
+    kill_jitter: float = 0.0
     mem_covers_restart: bool = True
     mem_covers_node: bool = True
     mem_restore_s: float = 10.0
@@ -65,6 +63,10 @@ class TwinConfig:
     speed_of_dp: tuple[float, ...] = ()  # speed (relative to full) with k replicas, index k = 0..dp
     prediction: PredictionConfig = PredictionConfig()
     stragglers: StragglerConfig = StragglerConfig()
+
+    @property
+    def kind(self) -> str:
+        return self.recovery.kind
 
     @property
     def nodes(self) -> int:

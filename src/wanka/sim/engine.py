@@ -26,11 +26,13 @@ import math
 
 import numpy as np
 
-from wanka.reliability.recovery import SparePool, node_replacement_cost_s
+from wanka.reliability.recovery import SparePool, StepCommits
 from wanka.sim.config import TwinConfig
+from wanka.sim.segment import run_segment
 
 FAIL, PLANNED, DRAIN, FALSE_DRAIN, GROW, REJOIN, SLOW_ON, SLOW_OFF = range(8)
-CATEGORIES = ("useful", "lost_work", "checkpoint_stall", "restart", "waiting_for_spares", "planned", "degraded")
+CATEGORIES = ("useful", "lost_work", "discarded_step", "checkpoint_stall", "restart", "waiting_for_spares", "planned",
+              "degraded")
 
 
 def _overlap(a: float, b: float, lo: float, hi: float) -> float:
@@ -58,6 +60,9 @@ class _Run:
         self.heap: list = []
         self.seq = 0
         self.n_cause = np.zeros(len(cfg.failures.causes), dtype=np.int64)
+        self.rec = cfg.recovery
+        self.steps = StepCommits(cfg.step_time_s)  # step-level commit semantics (torchft) when step_time_s > 0
+        self.replica_s = 0.0  # integral of healthy (in-quorum) replicas over wall time
         self.c = dict(planned=0, manual=0, drains=0, false_drains=0, averted=0, shrinks=0, stragglers=0,
                       correlated=0, blast_nodes=0)
         self.trace: list | None = [] if trace else None
@@ -74,6 +79,7 @@ class _Run:
         """Account [acc_until, t) and return progress at t (the segment then restarts at t)."""
         cat, a, b = self.down
         lo = self.acc_until
+        self.replica_s += self.dp * max(0.0, t - lo)
         if lo < self.t_resume:
             hi = min(t, self.t_resume)
             self.acc[cat] += _overlap(lo, a, lo, hi) + _overlap(b, self.t_resume, lo, hi)
@@ -82,21 +88,23 @@ class _Run:
                 self.trace.append((lo, hi, cat if hi <= a or hi > b else "waiting_for_spares", self.seg_base))
         progress = self.seg_base
         if t > self.t_resume:
-            e = t - self.t_resume
-            sch = self.cfg.schedule
-            comp = sch.compute_done(e)
-            mem, sto = sch.durable(e)
-            progress = self.seg_base + self.speed * comp
-            self.mem_abs = max(self.mem_abs, self.seg_base + self.speed * mem)
-            self.sto_abs = max(self.sto_abs, self.seg_base + self.speed * sto)
-            self.acc["checkpoint_stall"] += e - comp
-            self.acc["degraded"] += comp * (1.0 - self.speed)
+            done, mem, sto = run_segment(self.cfg.schedule, t - self.t_resume, self.speed, self.acc, self.steps)
+            progress = self.seg_base + done
+            self.mem_abs = max(self.mem_abs, self.seg_base + mem)
+            self.sto_abs = max(self.sto_abs, self.seg_base + sto)
             if self.trace is not None:
                 self.trace.append((self.t_resume, t, "running", progress))
             self.t_resume = t
             self.seg_base = progress
         self.acc_until = t
         return progress
+
+    def discard_step(self) -> None:
+        """Per-step fault tolerance: the step in flight is discarded for every replica (StepCommits)."""
+        lost = self.speed * self.steps.discard()
+        self.acc["discarded_step"] += lost
+        self.seg_base -= lost
+        self.mem_abs, self.sto_abs = min(self.mem_abs, self.seg_base), min(self.sto_abs, self.seg_base)
 
     def set_speed(self) -> None:
         sp = self.cfg.speed_of_dp[self.dp] if self.cfg.speed_of_dp else self.dp / self.cfg.dp
@@ -130,28 +138,31 @@ class _Run:
         progress = self.close(t)
         if manual:
             self.c["manual"] += 1
-        if (cfg.kind == "torchft" and node and not cfg.cause_job_scope[cause] and self.dp - hit >= cfg.min_dp):
-            # per-step replica fault tolerance: the replicas drop out, the others go on (no rollback);
-            # they rejoin once all their replacement nodes are ready
+        if self.rec.replica_level(node, bool(cfg.cause_job_scope[cause]), self.dp - hit):
+            # per-step replica fault tolerance: the step in flight is discarded, the replicas drop out and
+            # the others go on from the last committed step (no rollback); the dropped replicas heal
+            # (heal_s, state transfer from a live peer) once their nodes are ready, then rejoin
+            self.discard_step()
             self.dp -= hit
             avail = max(self.take_node(t + detect, t + repair) for _ in range(lost))
             for _ in range(hit):
-                self.push(max(t + detect, avail) + cfg.heal_s, REJOIN)
-            if was_down:
-                self.set_speed()
-                return
-            self.go_down(t, "restart", cfg.reconfig_s, t, 0.0)
+                self.push(max(t + detect, avail) + self.rec.heal_s, REJOIN)
+            # the survivors' collective times out and a new quorum forms (reconfig_s); a failure during a
+            # quorum change starts it again
+            if self.t_resume < t + self.rec.reconfig_s:
+                self.go_down(t, "restart", self.rec.reconfig_s, t, 0.0)
             self.set_speed()
             return
         covered = (cfg.schedule.has_memory and not manual and lost == 1
                    and (cfg.mem_covers_node if node else cfg.mem_covers_restart))
         restore = self.mem_abs if covered else self.sto_abs
+        self.steps.restart_from_checkpoint()
         self.acc["lost_work"] += progress - restore
         self.seg_base = self.mem_abs = restore
-        cost = cfg.restart_s
+        cost = self.rec.restart_cost_s(node_lost=False)
         if node:
             ready = self.pool.ready_by(t + detect) if lost == 1 else self.pool.ready_count(t + detect) >= lost
-            shrink = cfg.kind == "elastic" and self.dp - hit >= cfg.min_dp and not ready
+            shrink = self.rec.shrinks_without_spare(self.dp - hit, ready)
             if shrink:  # continue with fewer replicas; grow back when the nodes return
                 back = max(self.pool.lend_until_return(t + repair) for _ in range(lost))
                 for _ in range(hit):
@@ -161,7 +172,7 @@ class _Run:
             else:  # all `lost` replacement nodes are needed before the job can restart
                 for _ in range(lost):
                     self.hw_ready = max(self.hw_ready, self.take_node(t + detect, t + repair))
-                cost = node_replacement_cost_s(cfg.kind, cfg.restart_s, cfg.requeue_s, cfg.swap_s)
+                cost = self.rec.restart_cost_s(node_lost=True)
         if was_down:
             cost = max(cost, self.pending_cost)
         self.pending_cost = cost
@@ -203,33 +214,38 @@ class _Run:
                 self.planned_stop(t, "planned", cfg.planned_restart_s, None)
             elif kind == DRAIN:
                 idx, fail_t = data
-                if self.planned_stop(t, "planned", cfg.prediction.drain_s + cfg.restart_s, fail_t + cfg.repair_s):
+                if self.planned_stop(t, "planned", cfg.prediction.drain_s + self.rec.restart_s, fail_t + cfg.repair_s):
                     averted.add(idx)
                     self.c["drains"] += 1
             elif kind == FALSE_DRAIN:
-                if self.planned_stop(t, "planned", cfg.prediction.drain_s + cfg.restart_s, t + cfg.prediction.false_return_s):
+                if self.planned_stop(t, "planned", cfg.prediction.drain_s + self.rec.restart_s, t + cfg.prediction.false_return_s):
                     self.c["false_drains"] += 1
             elif kind == GROW:
                 self.dp += 1
-                if not self.planned_stop(t, "restart", cfg.restart_s, None):
+                if not self.planned_stop(t, "restart", self.rec.resize_cost_s(0.0), None):  # + restore
                     self.close(t)
                     self.set_speed()
             elif kind in (REJOIN, SLOW_ON, SLOW_OFF):
+                running = self.running(t)
                 self.close(t)
                 if kind == REJOIN:
                     self.dp += 1
+                    if running and self.rec.join_s > 0:  # the new quorum re-initialises every process group
+                        self.go_down(t, "restart", self.rec.join_s, t, 0.0)
                 elif kind == SLOW_ON:
                     self.slow += 1
                     self.c["stragglers"] += 1
                 else:
                     self.slow -= 1
                     if cfg.stragglers.evict:
-                        self.planned_stop(t, "restart", cfg.swap_s + cfg.restart_s, t + cfg.repair_s)
+                        self.planned_stop(t, "restart", self.rec.swap_s + self.rec.restart_s, t + cfg.repair_s)
                 self.set_speed()
         useful = self.close(end)
         self.acc["useful"] = useful
         self.c["averted"] = len(averted)
         self.c.update(swaps=self.pool.swaps, waits=self.pool.waits, pool_min=self.pool.min_available)
+        self.c.update(mean_replicas=self.replica_s / end, committed_steps=self.steps.committed,
+                      discarded_steps=self.steps.discarded)
         return {"acc": self.acc, "by_cause": self.n_cause, "counts": self.c, "trace": self.trace}
 
 
@@ -264,6 +280,13 @@ def draw_events(cfg: TwinConfig, rng: np.random.Generator) -> list:
         for t in np.sort(rng.random(rng.poisson(fp_rate * cfg.duration_s))) * cfg.duration_s:
             events.append((float(t), seq, FALSE_DRAIN, -1))
             seq += 1
+    if cfg.kill_every_s > 0:  # a kill loop: one live replica per interval, the model's last cause
+        kill = len(cfg.failures.causes) - 1
+        t = rng.random() * cfg.kill_every_s  # the loop starts at a random phase of the job's steps
+        while t < cfg.duration_s:
+            events.append((float(t), seq, FAIL, (-1 - seq, kill, 0.0, 1.0, 0.0)))
+            seq += 1
+            t += cfg.kill_every_s * (1.0 + cfg.kill_jitter * (2.0 * rng.random() - 1.0))
     st = cfg.stragglers
     if st.per_node_s > 0:
         for t in np.sort(rng.random(rng.poisson(st.per_node_s * cfg.nodes * cfg.duration_s))) * cfg.duration_s:

@@ -11,10 +11,12 @@ leaf / spine) takes down every node of that node's group (`cluster.node_groups()
   * elastic: jobs are submitted with min_gpus = min_dp replicas, so a requeued job restarts at once
     on the GPUs that are free (at the planner's speed for the replicas it got) and the scheduler
     grows it back (`Resize`: checkpoint, restart and restore) when GPUs return.
-  * torchft: as elastic, but a node failure rolls nothing back: the surviving replicas keep their
-    state, so the restart costs `reconfig_s` (plus `heal_s` when it lands on other GPUs) and a grow
-    back costs `reconfig_s` (torchft quorum change, PyTorch blog 2025 [P]). Job-scoped failures roll
-    back as under every policy.
+  * torchft: as elastic, but a node failure rolls back only the step in flight (step-level commit):
+    the surviving replicas keep their state, so the restart costs `reconfig_s` (plus `heal_s` when it
+    lands on other GPUs) and a grow back costs `join_s` (torchft quorum change, PyTorch blog 2025
+    [P]). Job-scoped failures roll back as under every policy.
+What each failure costs and whether it rolls back comes from `wanka.reliability.recovery.
+RecoveryPolicy` and `StepCommits`, the same objects the single-job engine applies.
 A preempted job (second-order preemption, Kokolis et al. [Q]) also rolls back. A (re)started job pays
 detect + restart + restore before computing; checkpoints stall it as in the single-job engine.
 Per-job ETTR = useful / (end - first start); cluster goodput = useful GPU-hours / cluster GPU-hours.
@@ -29,9 +31,11 @@ import numpy as np
 
 from wanka.errors import SpecError
 from wanka.reliability.failures import GROUP_UNITS, resolve_groups
+from wanka.reliability.recovery import RecoveryPolicy, StepCommits
 from wanka.sim.compile import compile_scenario, failure_model_of, spare_nodes, topology_groups
 from wanka.sim.outputs import run_seeds, stat
 from wanka.sim.scenario import Scenario
+from wanka.sim.segment import run_segment
 from wanka.sim.speeds import load_sized_cluster
 
 SUBMIT, FAIL, REPAIR, RESUME, DONE = range(5)
@@ -56,7 +60,11 @@ class _JobRun:
     first_start: float | None = None
     end: float | None = None
     stopped_at: float | None = None
-    acc: dict = field(default_factory=lambda: dict.fromkeys(("lost_work", "checkpoint_stall", "restart", "queued", "degraded"), 0.0))
+    acc: dict = field(default_factory=lambda: dict.fromkeys(
+        ("lost_work", "discarded_step", "checkpoint_stall", "restart", "queued", "degraded"), 0.0))
+    policy: RecoveryPolicy = RecoveryPolicy()
+    steps: StepCommits = field(default_factory=lambda: StepCommits(0.0))
+    requeue_cost_s: float = 0.0  # restart cost once requeued (set when stopped)
     interruptions: int = 0
     preemptions: int = 0
     gpu_ids: tuple = ()
@@ -65,20 +73,25 @@ class _JobRun:
     def close(self, t: float) -> float:
         if self.status != "computing":
             return self.base
-        e = t - self.seg_start
-        comp = self.schedule.compute_done(e)
-        _, sto = self.schedule.durable(e)
-        progress = min(self.work_s, self.base + self.speed * comp)
-        self.durable = max(self.durable, self.base + self.speed * sto)
-        self.acc["checkpoint_stall"] += e - comp
-        self.acc["degraded"] += comp * (1.0 - self.speed)
+        done, _, sto = run_segment(self.schedule, t - self.seg_start, self.speed, self.acc, self.steps)
+        progress = min(self.work_s, self.base + done)
+        self.durable = max(self.durable, self.base + sto)
         self.base, self.seg_start = progress, t
         return progress
+
+    def discard_step(self, t: float) -> None:
+        """Per-step fault tolerance: close, then drop the step in flight (StepCommits)."""
+        self.close(t)
+        lost = self.speed * self.steps.discard()
+        self.acc["discarded_step"] += lost
+        self.base -= lost
+        self.durable = min(self.durable, self.base)
 
     def rollback(self, t: float) -> None:
         progress = self.close(t)
         self.acc["lost_work"] += progress - self.durable
         self.base = self.durable
+        self.steps.restart_from_checkpoint()
         self.version += 1
 
 
@@ -123,7 +136,8 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
         rng = np.random.default_rng(rs)
         s = Scheduler(cluster, policy=sc.sched_policy, spare_nodes=spares)
         jobs = [_JobRun(i, j.work_h * 3600.0, c.config.schedule, j.gpus, c.config.sto_restore_s,
-                        dp=c.config.dp, replica=c.speed.replica_gpus, speed_of_dp=c.config.speed_of_dp)
+                        dp=c.config.dp, replica=c.speed.replica_gpus, speed_of_dp=c.config.speed_of_dp,
+                        policy=c.config.recovery, steps=StepCommits(c.config.step_time_s))
                 for i, (j, c) in enumerate(zip(sc.jobs, comps))]
         ids = {f"{i}:{j.name}": jr for i, (j, jr) in enumerate(zip(sc.jobs, jobs))}
         times_h, causes = model.draw(rng, end / 3600.0, cluster.gpus, gpn)
@@ -148,9 +162,10 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
             if trace is not None:
                 trace.append((t, jr.idx, status))
 
-        def stop(jr: _JobRun, t: float) -> None:
+        def stop(jr: _JobRun, t: float, node_lost: bool) -> None:
             jr.rollback(t)
             jr.stopped_at = t
+            jr.requeue_cost_s = jr.policy.restart_cost_s(node_lost)
             mark(jr, t, "queued")
 
         def begin(jr: _JobRun, t: float, cost: float) -> None:
@@ -164,18 +179,18 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
                 jr = ids[d.job_id]
                 if isinstance(d, Start):
                     if jr.first_start is None:
-                        jr.first_start, cost = t, rec.restart_s
+                        jr.first_start, cost = t, jr.policy.restart_s
                     elif jr.ft_pending:  # torchft: the survivors kept their state; new replicas heal from a peer
-                        cost = rec.reconfig_s + (0.0 if set(d.gpu_ids) <= set(jr.gpu_ids) else rec.heal_s)
+                        cost = jr.policy.rejoin_cost_s(on_new_gpus=not set(d.gpu_ids) <= set(jr.gpu_ids))
                         jr.acc["queued"] += t - (jr.stopped_at or t)
                     else:
-                        cost = rec.detect_s + rec.restart_s + jr.restore_s
+                        cost = rec.detect_s + jr.requeue_cost_s + jr.restore_s
                         jr.acc["queued"] += t - (jr.stopped_at or t)
                     jr.ft_pending = False
                     jr.speed, jr.gpu_ids = _speed(d, jr), tuple(d.gpu_ids)
                     begin(jr, t, cost)
                 elif isinstance(d, Preempt):
-                    stop(jr, t)
+                    stop(jr, t, node_lost=False)
                     jr.preemptions += 1
                     counts["preemptions"] += 1
                 elif isinstance(d, Resize):
@@ -184,7 +199,7 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
                     jr.durable = max(jr.durable, progress)  # a planned resize checkpoints first: no work lost
                     jr.speed, jr.gpu_ids = _speed(d, jr), tuple(d.gpu_ids)
                     if jr.status == "computing":  # torchft re-forms the quorum; others stop and restart
-                        begin(jr, t, rec.reconfig_s if kind == "torchft" else rec.restart_s + jr.restore_s)
+                        begin(jr, t, jr.policy.resize_cost_s(jr.restore_s))
 
         def push_done(jr: _JobRun, t: float) -> None:
             push(t + jr.schedule.wall_for_compute((jr.work_s - jr.base) / max(jr.speed, 1e-12)), DONE, jr.idx, jr.version)
@@ -194,8 +209,8 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
             t, _, kind_, a, b = heapq.heappop(heap)
             if kind_ == SUBMIT:
                 j = sc.jobs[a]
-                elastic = kind in ("elastic", "torchft")
-                lo = jobs[a].replica * min(rec.min_dp, jobs[a].dp) if elastic else None
+                elastic = jobs[a].policy.resizes
+                lo = jobs[a].replica * jobs[a].policy.min_dp if elastic else None
                 s.submit(Job(names[a], gpus=j.gpus, submit_s=t, duration_s=j.work_h * 3600.0, priority=j.priority,
                              min_gpus=lo, max_gpus=j.gpus if elastic else None), t)
                 mark(jobs[a], t, "queued")
@@ -205,13 +220,14 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
                     if cause.unit in GROUP_UNITS else [a]
                 holders = set(s.jobs_on_nodes(hit_nodes))
                 running = [n for n in names if n in holders]
+                detect = rec.hang_detect_s if cause.detect == "hang" else rec.detect_s
                 if cause.recovery == "restart":
                     for n in running:  # the job crashes and restarts on the same GPUs
                         jr = ids[n]
                         jr.rollback(t)
                         jr.interruptions += 1
                         counts["job_hits"] += 1
-                        begin(jr, t, rec.detect_s + rec.restart_s + jr.restore_s)
+                        begin(jr, t, detect + jr.policy.restart_cost_s(node_lost=False) + jr.restore_s)
                     continue
                 fresh = [n for n in hit_nodes if n not in s.down]
                 if not fresh:
@@ -223,13 +239,13 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
                     jr = ids[n]
                     jr.interruptions += 1
                     counts["job_hits"] += 1
-                    if kind == "torchft" and cause.scope == "node":  # replicas drop out, no rollback
-                        jr.close(t)
+                    if jr.policy.replica_level(True, cause.scope == "job", jr.dp):  # replicas drop out, no rollback
+                        jr.discard_step(t)
                         jr.ft_pending, jr.stopped_at = True, t
                         counts["ft_recoveries"] += 1
                         mark(jr, t, "queued")
                     else:
-                        stop(jr, t)
+                        stop(jr, t, node_lost=True)
                 if spares and with_jobs and s.spares:
                     s.take_spare(min(with_jobs, len(s.spares)), near=fresh[:1])
                 for n in fresh:

@@ -88,6 +88,12 @@ def summarise(comp: Compiled, results: list[dict], runs: int, seed: int) -> dict
                        "averted_failures": stat(counts["averted"])},
         "stragglers": stat(counts["stragglers"]),
     }
+    out["replicas"] = {"dp": cfg.dp, "mean_healthy": stat(counts["mean_replicas"])}
+    if cfg.step_time_s > 0:  # step-level commit semantics (torchft)
+        attempted = counts["committed_steps"] + counts["discarded_steps"]
+        out["steps"] = {"step_time_s": cfg.step_time_s, "committed": stat(counts["committed_steps"]),
+                        "discarded": stat(counts["discarded_steps"]),
+                        "committed_fraction": stat(counts["committed_steps"] / np.maximum(attempted, 1))}
     if comp.speed.tokens_per_s:
         out["tokens_trained"] = stat(acc["useful"] * comp.speed.tokens_per_s)
     if results[0]["trace"] is not None:

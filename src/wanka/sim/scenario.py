@@ -121,6 +121,9 @@ class RecoverySpec(StrictSpec):
     min_dp: int = Field(default=1, ge=1)  # elastic/torchft: fewest replicas to keep training
     heal_s: float = Field(default=60.0, ge=0)  # torchft: a replacement replica joins after this [G]
     reconfig_s: float = Field(default=5.0, ge=0)  # torchft quorum change: Gloo timeout 5 s [P]
+    # torchft: a healed replica joining the quorum reconfigures every replica's process group once;
+    # Gloo re-initialises in < 1 s (PyTorch blog "Fault Tolerant Llama", 2025) [P]
+    join_s: float = Field(default=1.0, ge=0)
 
     @field_validator("spares", mode="before")
     @classmethod
@@ -148,10 +151,24 @@ class StragglerSpec(StrictSpec):
     evict: bool = True  # false: the fail-slow episode ends by itself after detect_s
 
 
+class KillLoopSpec(StrictSpec):
+    """Synthetic failure injection: kill one live replica group every `every_s` seconds.
+
+    torchft's chaos harness (torchft/examples/slurm/punisher.py, kill_loop) sleeps a fixed
+    `mtbf_secs` between kills [P]; `jitter` spreads each interval uniformly by +-jitter x every_s
+    (the kill tool's own latency; 0.1 is a guess [G]). The killed group's processes are back
+    `back_s` later (then they heal, recovery.heal_s, before they contribute).
+    """
+
+    every_s: float = Field(gt=0)
+    jitter: float = Field(default=0.1, ge=0, lt=1)
+    back_s: float = Field(default=20.0, ge=0)
+
+
 class Scenario(StrictSpec):
     name: str = "scenario"
     description: str = ""
-    cluster: str = "wanka-10k"
+    cluster: str | dict[str, Any] = "wanka-10k"  # a preset, a spec file, or an inline cluster spec
     cluster_gpus: int | None = Field(default=None, gt=0)
     jobs: list[JobSpec] = Field(min_length=1)
     failures: FailureSpec = FailureSpec()
@@ -160,6 +177,7 @@ class Scenario(StrictSpec):
     recovery: RecoverySpec = RecoverySpec()
     prediction: PredictionSpec = PredictionSpec()
     stragglers: StragglerSpec = StragglerSpec()
+    kill_loop: KillLoopSpec | None = None
     duration_days: float = Field(gt=0, le=3650)
     runs: int = Field(default=10, ge=1, le=100000)
     seed: int = Field(default=0, ge=0)
@@ -172,9 +190,17 @@ def scenario_names() -> list[str]:
 
 def parse_scenario(data: dict[str, Any], source: str | None = None) -> Scenario:
     try:
-        return Scenario.model_validate(data)
+        sc = Scenario.model_validate(data)
     except ValidationError as exc:  # from_pydantic writes list positions as jobs[0].gpus
         raise from_pydantic(exc, source=source) from None
+    if isinstance(sc.cluster, dict):  # an inline cluster is checked now, as the cluster CLI checks a file
+        from wanka.sim.speeds import inline_cluster  # noqa: PLC0415 (speeds needs the planner's layers)
+
+        try:
+            inline_cluster(sc.cluster)
+        except SpecError as exc:
+            raise SpecError(exc.field, exc.expected, exc.got, source=source) from None
+    return sc
 
 
 def load_scenario(name_or_path: str, **overrides: Any) -> Scenario:

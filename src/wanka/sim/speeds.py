@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from wanka.cluster import Cluster, load_cluster
+from wanka.cluster.spec import parse_cluster_spec
 from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan import estimate
@@ -31,7 +32,7 @@ def _linear(dp: int) -> tuple[float, ...]:
     return tuple(k / dp for k in range(dp + 1))
 
 
-def job_speed(job, cluster: Cluster, gpus: int, cluster_ref: str, field: str = "jobs[0]",
+def job_speed(job, cluster: Cluster, gpus: int, cluster_ref: str | dict, field: str = "jobs[0]",
               shrink_points: int = 4) -> JobSpeed:
     """Speeds for `job` (a JobSpec) on `gpus` GPUs of `cluster` (loaded from `cluster_ref`)."""
     model = layout = None
@@ -86,14 +87,32 @@ def job_speed(job, cluster: Cluster, gpus: int, cluster_ref: str, field: str = "
     return JobSpeed(full.step_time_s, full.tokens_per_s, dp, replica, tuple(speeds), "planner")
 
 
-def load_sized_cluster(ref: str, gpus: int | None) -> Cluster:
-    """The cluster `ref` resized to `gpus`; a fabric too small for that size gets a third tier."""
-    if not gpus:
-        return load_cluster(ref)
+def inline_cluster(spec: dict, **overrides) -> Cluster:
+    """A cluster written inline in a scenario (DESIGN.md's cluster spec), validated as the cluster layer
+    validates a spec file (`parse_cluster_spec`, then `Cluster`); errors name `cluster.<field>`."""
     try:
-        return load_cluster(ref, gpus=gpus)
+        parsed = parse_cluster_spec({**spec, **overrides})
+        if parsed.scale_out.topology == "explicit":  # its host table is a file next to a spec file
+            raise SpecError("scale_out.topology", "a generated topology inline (an explicit tree needs a spec file)",
+                            "explicit")
+        return Cluster(parsed)
     except SpecError as exc:
-        if not exc.field.startswith("scale_out"):
+        raise SpecError(f"cluster.{exc.field}", exc.expected, exc.got) from None
+
+
+def _load(ref: str | dict, **overrides) -> Cluster:
+    return inline_cluster(ref, **overrides) if isinstance(ref, dict) else load_cluster(ref, **overrides)
+
+
+def load_sized_cluster(ref: str | dict, gpus: int | None) -> Cluster:
+    """The cluster `ref` (a preset, a spec file or an inline spec) resized to `gpus`; a fabric too small
+    for that size gets a third tier."""
+    if not gpus:
+        return _load(ref)
+    try:
+        return _load(ref, gpus=gpus)
+    except SpecError as exc:
+        if not exc.field.removeprefix("cluster.").startswith("scale_out"):
             raise
-        scale_out = load_cluster(ref).spec.scale_out.model_dump(exclude_unset=True)
-        return load_cluster(ref, gpus=gpus, scale_out={**scale_out, "tiers": 3})
+        scale_out = _load(ref).spec.scale_out.model_dump(exclude_unset=True)
+        return _load(ref, gpus=gpus, scale_out={**scale_out, "tiers": 3})
