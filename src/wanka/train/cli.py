@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--tensorboard", action="store_true", help="also write TensorBoard logs to CKPT/tb")
     t.add_argument("--prometheus-port", type=int, help="serve metrics for Prometheus on this port (rank 0)")
     t.add_argument("--peak-tflops", type=float, help="per-rank peak for MFU (default: measured fp32 matmul rate)")
+    t.add_argument("--moe-capacity-factor", type=float, help="MoE: capacity factor (default: dropless)")
+    t.add_argument("--moe-bias-rate", type=float, default=0.0,
+                   help="MoE: aux-loss-free bias balancing speed gamma (DeepSeek-V3 used 0.001; default 0 = off)")
     t.add_argument("--collective-timeout", type=float, default=120.0, help="seconds before a stuck collective fails")
     json_flag(t)
     t.set_defaults(func=cmd_train)
@@ -95,7 +98,7 @@ def cmd_train(args):
                       async_ckpt=args.async_ckpt, seq_len=args.seq_len, lr=args.lr, min_lr=min(3e-4, args.lr),
                       pp_schedule=args.pp_schedule, compile=args.compile, tensorboard=args.tensorboard,
                       prometheus_port=args.prometheus_port, collective_timeout_s=args.collective_timeout, peak_tflops=args.peak_tflops,
-                      inject=args.inject)
+                      inject=args.inject, moe_capacity_factor=args.moe_capacity_factor, moe_bias_rate=args.moe_bias_rate)
     for inj in cfg.injections:
         if inj.rank is not None and inj.rank >= args.nproc:
             raise SpecError("inject", f"rank < --nproc ({args.nproc})", str(inj))

@@ -25,6 +25,8 @@ class TrainConfig:
     warmup: int = 5
     grad_clip: float = 1.0
     aux_loss_coef: float = 0.01      # MoE load-balancing loss weight (Switch used 1e-2)
+    moe_capacity_factor: float | None = None  # None = dropless; else GShard/Switch capacity factor
+    moe_bias_rate: float = 0.0       # aux-loss-free bias update speed gamma (DeepSeek-V3 used 0.001); 0 = off
     spike_factor: float = 3.0
     replica_check_every: int = 10
     straggler_factor: float = 1.5
@@ -46,6 +48,10 @@ class TrainConfig:
             raise SpecError("lr", "lr > 0 and 0 <= min-lr <= lr", (self.lr, self.min_lr))
         if self.collective_timeout_s <= 0:
             raise SpecError("collective-timeout", "seconds > 0", self.collective_timeout_s)
+        if self.moe_capacity_factor is not None and self.moe_capacity_factor <= 0:
+            raise SpecError("moe-capacity-factor", "a number > 0 (omit for dropless)", self.moe_capacity_factor)
+        if self.moe_bias_rate < 0:
+            raise SpecError("moe-bias-rate", "a number >= 0 (0 = no bias balancing)", self.moe_bias_rate)
         self.injections = [Injection.parse(t) for t in self.inject]
 
     def to_dict(self) -> dict:

@@ -2,7 +2,8 @@
 
 Rank order (DESIGN.md, layout.py): tp innermost, then dp (split into dp_replicate x dp_shard for
 HSDP), pp outermost, so a mesh of shape (pp, dp_replicate, dp_shard, tp) with names
-("pp", "dp_replicate", "dp_shard", "tp"). cp and ep > 1 are planner-only for now (SpecError).
+("pp", "dp_replicate", "dp_shard", "tp"). ep > 1 splits dp into EP groups (train/experts.py);
+cp > 1 is planner-only for now (SpecError).
 ZeRO mapping onto FSDP2: zero=0 -> pure replication (dp_shard=1), zero=1/2 -> fully_shard with
 reshard_after_forward=False (parameters stay gathered between forward and backward, ZeRO-2-like),
 zero=3 -> reshard_after_forward=True. An explicit dp_shard < dp gives HSDP.
@@ -25,6 +26,7 @@ class ParallelDims:
     dp_replicate: int
     dp_shard: int
     tp: int
+    ep: int = 1  # expert parallel: groups of ep consecutive dp ranks (Megatron-Core; train/experts.py)
 
     @classmethod
     def from_layout(cls, text_or_layout: str | Layout, world_size: int, model: ModelSpec,
@@ -34,8 +36,9 @@ class ParallelDims:
         layout = layout.resolve(world_size, model)
         if layout.cp > 1:
             raise SpecError("layout.cp", "1 (context parallelism is not implemented in the runtime)", layout.cp)
-        if layout.ep > 1:
-            raise SpecError("layout.ep", "1 (expert parallelism is not implemented in the runtime)", layout.ep)
+        if layout.ep > 1 and layout.dp % layout.ep:
+            # Layout.resolve accepts ep dividing dp*cp; the runtime's EP groups are inside dp
+            raise SpecError("layout.ep", f"a divisor of dp ({layout.dp}) in the runtime", layout.ep)
         if layout.etp is not None and layout.etp != layout.tp:
             raise SpecError("layout.etp", f"omitted or tp ({layout.tp}): the runtime splits experts like the dense "
                             "layers", layout.etp)
@@ -58,7 +61,7 @@ class ParallelDims:
         dp = layout.dp
         assert dp is not None
         dp_shard = layout.dp_shard if layout.dp_shard is not None else (1 if layout.zero == 0 else dp)
-        return cls(layout, world_size, layout.pp, dp // dp_shard, dp_shard, layout.tp)
+        return cls(layout, world_size, layout.pp, dp // dp_shard, dp_shard, layout.tp, layout.ep)
 
     @property
     def dp(self) -> int:
@@ -80,6 +83,15 @@ class ParallelDims:
     def dp_rank(self, rank: int) -> int:
         c = self.coords(rank)
         return c["dp_replicate"] * self.dp_shard + c["dp_shard"]
+
+    def ep_rank(self, rank: int) -> int:
+        """Position of `rank` in its EP group (ep consecutive dp ranks)."""
+        return self.dp_rank(rank) % self.ep
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts: dp / ep (tp is 1 for MoE in the runtime)."""
+        return self.dp // self.ep
 
     def build_mesh(self):
         from torch.distributed.device_mesh import init_device_mesh

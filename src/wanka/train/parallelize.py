@@ -67,14 +67,15 @@ def apply_compile(model: Transformer) -> None:
         block.compile()
 
 
-def apply_fsdp(model: nn.Module, dp_mesh, reshard_after_forward: bool, bf16: bool) -> None:
-    """FSDP2 per block then the root (Zhao et al. 2023, arXiv:2304.11277); a 2-D dp mesh gives HSDP."""
+def apply_fsdp(model: nn.Module, dp_mesh, reshard_after_forward: bool, bf16: bool, ignored: set | None = None) -> None:
+    """FSDP2 per block then the root (Zhao et al. 2023, arXiv:2304.11277); a 2-D dp mesh gives HSDP.
+    `ignored`: parameters FSDP leaves alone (expert-parallel experts, reduced by ExpertGradSync)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
     for block in model.layers.values():
-        fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp)
-    fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp)
+        fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp, ignored_params=ignored)
+    fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp, ignored_params=ignored)
 
 
 def apply_fp8(model: nn.Module) -> None:
@@ -108,7 +109,8 @@ class Parallelized:
 
 
 def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = None, compile_: bool = False,
-                rank: int = 0, mesh=None) -> Parallelized:
+                rank: int = 0, mesh=None, placement=None) -> Parallelized:
+    """`placement` (experts.Placement, with ep > 1): the experts this rank keeps are placement.ranks[ep_rank]."""
     layout = dims.layout  # already validated by ParallelDims.from_layout
     coords = dims.coords(rank)
     n_stages = dims.pp * layout.vpp
@@ -119,6 +121,12 @@ def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = N
         model = build_model(spec, seed).to(_device())
         if n_stages > 1:
             model.keep_stage(*ranges[s], is_first=s == 0, is_last=s == n_stages - 1)
+        ignored = None
+        if placement is not None:
+            held = placement.ranks[dims.ep_rank(rank)]
+            for moe in model.moe_layers().values():
+                moe.keep_experts(held)
+            ignored = {p for moe in model.moe_layers().values() for p in moe.experts.parameters()}
         if layout.precision == "fp8":
             apply_fp8(model)
         if dims.tp > 1:
@@ -128,7 +136,8 @@ def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = N
             apply_compile(model)
         if dims.dp > 1:
             dp_mesh = mesh["dp_shard"] if dims.dp_replicate == 1 else mesh["dp_replicate", "dp_shard"]
-            apply_fsdp(model, dp_mesh, reshard_after_forward=layout.zero == 3, bf16=layout.precision == "bf16")
+            apply_fsdp(model, dp_mesh, reshard_after_forward=layout.zero == 3, bf16=layout.precision == "bf16",
+                       ignored=ignored)
         chunks.append(model)
     schedule = None
     if dims.pp > 1:

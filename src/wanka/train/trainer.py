@@ -19,7 +19,9 @@ import torch.distributed as dist
 from wanka.data.sampler import Sampler, SamplerState, microbatches
 from wanka.data.shards import TokenShards
 from wanka.train.checkpoint import Checkpointer
+from wanka.train.balance import ExpertBalance
 from wanka.train.config import TrainConfig, lr_at
+from wanka.train.experts import ExpertDispatcher, ExpertGradSync, Placement, build_ep_groups
 from wanka.train.fault import Injector, SpikeDetector, stragglers
 from wanka.train.metrics import MetricsLogger, flops_per_token, measure_peak_tflops, memory_MB
 from wanka.train.parallel_dims import ParallelDims
@@ -42,7 +44,11 @@ class Trainer:
         self.layout = self.dims.layout
         self.distributed = dist.is_initialized()
         mesh = self.dims.build_mesh() if self.distributed else None
-        self.par = parallelize(self.spec, self.dims, cfg.seed, cfg.pp_schedule, cfg.compile, rank, mesh)
+        self.ep_groups = build_ep_groups(self.dims, rank) if self.dims.ep > 1 else (None, None)
+        placement = Placement.contiguous(self.spec.moe.experts, self.dims.ep) if self.dims.ep > 1 else None
+        self.par = parallelize(self.spec, self.dims, cfg.seed, cfg.pp_schedule, cfg.compile, rank, mesh, placement)
+        self.balance = ExpertBalance(self.par.chunks, self.spec, self.dims.ep, cfg.moe_bias_rate, self.distributed)
+        self.expert_sync = self._setup_experts(placement)
         self.params = [p for c in self.par.chunks for p in c.parameters()]
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8)
         self.fsdp = self.dims.dp > 1
@@ -61,6 +67,18 @@ class Trainer:
         self.peak_tflops = cfg.peak_tflops or measure_peak_tflops()
         self.losses: list[float] = []
         self.last_loss: float | None = None  # the loss of the restored checkpoint's last step
+
+    def _setup_experts(self, placement) -> ExpertGradSync | None:
+        """Capacity mode and, with ep > 1, the dispatchers and the expert-gradient reduction."""
+        layers = {k: m for c in self.par.chunks for k, m in c.moe_layers().items()}
+        for moe in layers.values():
+            moe.capacity_factor = self.cfg.moe_capacity_factor
+        if placement is None:
+            return None
+        ep_rank = self.dims.ep_rank(self.rank)
+        for moe in layers.values():
+            moe.dispatcher = ExpertDispatcher(self.ep_groups[0], ep_rank, placement, self.spec.moe.experts)
+        return ExpertGradSync(layers, placement, ep_rank, *self.ep_groups, self.dims.expert_dp, self.dims.dp)
 
     # ---- state -----------------------------------------------------------------------------
     def _state(self) -> dict:
@@ -88,7 +106,8 @@ class Trainer:
         return {"step": self.step, "sampler": self.sampler.state.to_dict(), "lr_scale": self.lr_scale,
                 "spike_count": self.spike_count, "spikes": self.spikes.state(), "model_spec": self.spec.model_dump(),
                 "layout": str(self.layout), "seed": self.cfg.seed,
-                "last_loss": self.losses[-1] if self.losses else self.last_loss}
+                "last_loss": self.losses[-1] if self.losses else self.last_loss,
+                "experts": self.balance.state() if self.balance.active else None}
 
     def save(self) -> float:
         """Checkpoint now; returns the seconds the training loop was held (async: staging only)."""
@@ -114,6 +133,7 @@ class Trainer:
         if not keep_skips:  # a rollback keeps its own spike count and LR scale
             self.spike_count, self.lr_scale = ts["spike_count"], ts["lr_scale"]
         self.spikes.load(ts["spikes"])
+        self.balance.load_state(ts.get("experts"))
         self.log.event({"event": "restored", "step": step, "attempt": self.restarts})
         return True
 
@@ -168,9 +188,12 @@ class Trainer:
         ~1 ms each). Replicated dims are not summed; Partial grads are reduced before squaring."""
         plain = torch.zeros((), dtype=torch.float64)
         groups: dict = {}
+        experts = {id(p) for p in self.expert_sync.params()} if self.expert_sync else set()
+        if self.expert_sync is not None:
+            plain += self.expert_sync.norm_sq()  # sharded over EP: summed over the EP group inside
         for p in self.params:
             g = p.grad
-            if g is None:
+            if g is None or id(p) in experts:
                 continue
             if _is_dtensor(g) and any(pl.is_partial() for pl in g.placements):
                 # Partial (pending-sum) grads, e.g. SP norm weights: sum first, then square.
@@ -213,6 +236,7 @@ class Trainer:
         index, x, y = self.sampler.next()
         if torch.cuda.is_available():
             x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+        self.balance.begin_step()
         local, has = self.forward_backward(x, y, poison=self.injector.nan(index))
         self.injector.slow(self.step + 1)
         t_sync = time.perf_counter()
@@ -224,6 +248,9 @@ class Trainer:
             self._handle_bad(index, loss, reason)
             return None
         self.spikes.update(loss)
+        moe_stats = self.balance.end_step() if self.balance.active else {}
+        if self.expert_sync is not None:
+            self.expert_sync.reduce()
         grad_norm = self.clip_grads()
         lr = lr_at(self.cfg, self.step) * self.lr_scale
         for g in self.optimizer.param_groups:
@@ -238,7 +265,7 @@ class Trainer:
         rec = {"step": self.step, "batch": index, "loss": loss, "grad_norm": grad_norm, "lr": lr, "step_time_s": max(times),
                "tokens_per_s": tokens_per_s,
                "mfu": self.flops_per_token * tokens_per_s / (self.world * self.peak_tflops * 1e12),
-               "memory_MB": memory_MB(), "attempt": self.restarts}
+               "memory_MB": memory_MB(), "attempt": self.restarts, **moe_stats}
         # A slow rank makes the others wait at the loss all-reduce, so compare busy time (step time
         # minus that wait); with 2 ranks the median is their mean, so require a 0.3 s step too.
         slow = stragglers(busy, self.cfg.straggler_factor) if len(busy) > 2 or max(times) > 0.3 else []
