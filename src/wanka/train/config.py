@@ -27,6 +27,7 @@ class TrainConfig:
     aux_loss_coef: float = 0.01      # MoE load-balancing loss weight (Switch used 1e-2)
     moe_capacity_factor: float | None = None  # None = dropless; else GShard/Switch capacity factor
     moe_bias_rate: float = 0.0       # aux-loss-free bias update speed gamma (DeepSeek-V3 used 0.001); 0 = off
+    moe_redundant_experts: int | None = None  # EPLB at checkpoints with this many extra replicas; None = off
     spike_factor: float = 3.0
     replica_check_every: int = 10
     straggler_factor: float = 1.5
@@ -52,6 +53,8 @@ class TrainConfig:
             raise SpecError("moe-capacity-factor", "a number > 0 (omit for dropless)", self.moe_capacity_factor)
         if self.moe_bias_rate < 0:
             raise SpecError("moe-bias-rate", "a number >= 0 (0 = no bias balancing)", self.moe_bias_rate)
+        if self.moe_redundant_experts is not None and self.moe_redundant_experts < 0:
+            raise SpecError("moe-redundant-experts", "an integer >= 0 (omit for no rebalancing)", self.moe_redundant_experts)
         self.injections = [Injection.parse(t) for t in self.inject]
 
     def to_dict(self) -> dict:

@@ -59,6 +59,8 @@ class Placement:
     def route_table(self, experts: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(holders [E, max_replicas] padded with the first holder, replica count [E])."""
         lists = [self.holders(e) for e in range(experts)]
+        if not all(lists):
+            raise ValueError(f"placement {self.ranks} holds no replica of expert {lists.index([])}")
         width = max(len(h) for h in lists)
         table = torch.tensor([h + [h[0]] * (width - len(h)) for h in lists], dtype=torch.long)
         return table, torch.tensor([len(h) for h in lists], dtype=torch.long)
@@ -70,10 +72,14 @@ class Placement:
         return torch.stack([per_replica[..., list(held)].sum(-1) for held in self.ranks], dim=-1)
 
 
-def imbalance(load: torch.Tensor, placement: Placement) -> float:
-    """max/mean token load over EP ranks, summed over layers first (vLLM eplb_state.py's
-    balancedness = avg/max, inverted; 1.0 = perfect). `load` is [layers, experts]."""
-    per_rank = placement.rank_loads(load.reshape(-1, load.shape[-1]))
+def imbalance(load: torch.Tensor, placements) -> float:
+    """max/mean token load over EP ranks, each summed over layers first (vLLM eplb_state.py's
+    balancedness = avg/max, inverted; 1.0 = perfect). `load` is [layers, experts]; `placements`
+    one Placement for all layers or a list with one per layer."""
+    load = load.reshape(-1, load.shape[-1])
+    if isinstance(placements, Placement):
+        placements = [placements] * load.shape[0]
+    per_rank = torch.stack([p.rank_loads(row) for p, row in zip(placements, load)])
     mx, mean = per_rank.max(-1).values.sum(), per_rank.mean(-1).sum()
     return float(mx / mean) if mean > 0 else 1.0
 
@@ -154,9 +160,10 @@ class ExpertGradSync:
     """Reduces the local experts' gradients: replicas summed over the EP group, then summed over
     expert-dp, then divided by dp (the dense parameters' FSDP mean)."""
 
-    def __init__(self, moe_layers: dict[str, torch.nn.Module], placement: Placement, ep_rank: int,
-                 ep_group, expert_dp_group, expert_dp: int, dp: int):
-        self.layers, self.placement, self.ep_rank = moe_layers, placement, ep_rank
+    def __init__(self, moe_layers: dict, placements: dict, ep_rank: int, ep_group, expert_dp_group,
+                 expert_dp: int, dp: int):
+        """moe_layers and placements keyed by global layer index."""
+        self.layers, self.placements, self.ep_rank = moe_layers, placements, ep_rank
         self.ep_group, self.expert_dp_group = ep_group, expert_dp_group
         self.expert_dp, self.dp = expert_dp, dp
 
@@ -171,21 +178,18 @@ class ExpertGradSync:
         return [p.grad for p in ps]
 
     def reduce(self) -> None:
-        replicated = self.placement.replicated()
+        replicated = [(k, e) for k in self.layers for e in self.placements[k].replicated()]
         if replicated and self.ep_group is not None:
             # one buffer over (layer, replicated expert); non-holders contribute zeros
             template = next(iter(self.layers.values()))
-            shapes = [p.shape for p in template.experts[str(template.local_experts[0])].parameters()]
-            size = sum(s.numel() for s in shapes)
-            buf = torch.zeros(len(self.layers) * len(replicated) * size, device=self.params()[0].device)
+            size = sum(p.numel() for p in template.experts[str(template.local_experts[0])].parameters())
+            buf = torch.zeros(len(replicated) * size, device=self.params()[0].device)
             slots = []
-            for li, moe in enumerate(self.layers.values()):
-                for ri, e in enumerate(replicated):
-                    if e in self.placement.ranks[self.ep_rank]:
-                        off = (li * len(replicated) + ri) * size
-                        grads = self._grads(moe, e)
-                        buf[off:off + size] = torch.cat([g.reshape(-1) for g in grads])
-                        slots.append((off, grads))
+            for i, (k, e) in enumerate(replicated):
+                if e in self.placements[k].ranks[self.ep_rank]:
+                    grads = self._grads(self.layers[k], e)
+                    buf[i * size:(i + 1) * size] = torch.cat([g.reshape(-1) for g in grads])
+                    slots.append((i * size, grads))
             dist.all_reduce(buf, group=self.ep_group)
             for off, grads in slots:
                 pos = off
@@ -207,9 +211,9 @@ class ExpertGradSync:
     def norm_sq(self) -> torch.Tensor:
         """Squared L2 norm of all experts' gradients, each logical expert counted once."""
         sq = torch.zeros((), dtype=torch.float64)
-        for moe in self.layers.values():
+        for k, moe in self.layers.items():
             for e in moe.local_experts:
-                if self.placement.holders(e)[0] != self.ep_rank:
+                if self.placements[k].holders(e)[0] != self.ep_rank:
                     continue  # a replica: its first holder counts it
                 for p in moe.experts[str(e)].parameters():
                     if p.grad is not None:

@@ -159,6 +159,7 @@ class MoE(nn.Module):
         self.dispatcher = None
         self.load = torch.zeros(moe.experts, dtype=torch.float64)
         self.dropped = 0
+        self.recording = True  # False while pipelining's shape inference runs the stage on placeholders
 
     @property
     def local_experts(self) -> list[int]:
@@ -192,7 +193,7 @@ class MoE(nn.Module):
         top_w = probs.gather(-1, top_i)
         top_w = (top_w / top_w.sum(-1, keepdim=True)).to(x.dtype)
         keep = self._keep_mask(top_i, top_w)
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and self.recording:
             self.load += torch.bincount(top_i.flatten(), minlength=self.n_experts).double()
             self.dropped += int((~keep).sum())
         if self.dispatcher is not None:

@@ -103,3 +103,17 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def check_moe_options(cfg, model: ModelSpec, dims: ParallelDims) -> None:
+    """The TrainConfig's MoE knobs fit the model and layout (SpecError otherwise)."""
+    moe_knobs = cfg.moe_capacity_factor is not None or cfg.moe_bias_rate > 0 or cfg.moe_redundant_experts is not None
+    if moe_knobs and model.moe is None:
+        raise SpecError("model", "an MoE model for the --moe-* options", model.name)
+    if cfg.moe_redundant_experts is not None:
+        from wanka.train.eplb import check_redundant
+
+        if dims.ep < 2:
+            raise SpecError("moe-redundant-experts", "used with a layout of ep >= 2 (expert placement is per EP rank)",
+                            cfg.moe_redundant_experts)
+        check_redundant(model.moe.experts, dims.ep, cfg.moe_redundant_experts)

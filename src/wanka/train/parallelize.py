@@ -109,8 +109,9 @@ class Parallelized:
 
 
 def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = None, compile_: bool = False,
-                rank: int = 0, mesh=None, placement=None) -> Parallelized:
-    """`placement` (experts.Placement, with ep > 1): the experts this rank keeps are placement.ranks[ep_rank]."""
+                rank: int = 0, mesh=None, placements: dict | None = None) -> Parallelized:
+    """`placements` (with ep > 1): global MoE layer index -> experts.Placement; this rank keeps the
+    experts placement.ranks[ep_rank] of each layer."""
     layout = dims.layout  # already validated by ParallelDims.from_layout
     coords = dims.coords(rank)
     n_stages = dims.pp * layout.vpp
@@ -122,10 +123,9 @@ def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = N
         if n_stages > 1:
             model.keep_stage(*ranges[s], is_first=s == 0, is_last=s == n_stages - 1)
         ignored = None
-        if placement is not None:
-            held = placement.ranks[dims.ep_rank(rank)]
-            for moe in model.moe_layers().values():
-                moe.keep_experts(held)
+        if placements is not None:
+            for k, moe in model.moe_layers().items():
+                moe.keep_experts(placements[int(k)].ranks[dims.ep_rank(rank)])
             ignored = {p for moe in model.moe_layers().values() for p in moe.experts.parameters()}
         if layout.precision == "fp8":
             apply_fp8(model)
@@ -167,11 +167,31 @@ def build_schedule(chunks, stage_ids, n_stages, pp_group, layout, name: str | No
     name = check_pp_schedule(name, layout)
     n_micro = layout.microbatches
     device = _device()
-    stages = [PipelineStage(c, s, n_stages, device, group=pp_group) for c, s in zip(chunks, stage_ids)]
+    stages = [_stage_class()(c, s, n_stages, device, group=pp_group) for c, s in zip(chunks, stage_ids)]
     if name == "interleaved":
         return ScheduleInterleaved1F1B(stages, n_micro, loss_fn=cross_entropy)
     cls = ScheduleGPipe if name == "gpipe" else Schedule1F1B
     return cls(stages[0], n_micro, loss_fn=cross_entropy)
+
+
+def _stage_class():
+    """PipelineStage whose shape-inference forward (torch 2.13 stage.py `_forward_metadata_inference`
+    runs the stage once on placeholder tensors before the first step) is not counted in the MoE
+    layers' expert-load statistics, so they equal an unpipelined run's."""
+    from torch.distributed.pipelining import PipelineStage
+
+    class Stage(PipelineStage):
+        def _forward_metadata_inference(self, *args, **kwargs):
+            layers = self.submod.moe_layers().values()
+            for moe in layers:
+                moe.recording = False
+            try:
+                return super()._forward_metadata_inference(*args, **kwargs)
+            finally:
+                for moe in layers:
+                    moe.recording = True
+
+    return Stage
 
 
 def _device() -> torch.device:

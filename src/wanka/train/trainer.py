@@ -21,10 +21,10 @@ from wanka.data.shards import TokenShards
 from wanka.train.checkpoint import Checkpointer
 from wanka.train.balance import ExpertBalance
 from wanka.train.config import TrainConfig, lr_at
-from wanka.train.experts import ExpertDispatcher, ExpertGradSync, Placement, build_ep_groups
+from wanka.train.experts import ExpertDispatcher, ExpertGradSync, build_ep_groups
 from wanka.train.fault import Injector, SpikeDetector, stragglers
 from wanka.train.metrics import MetricsLogger, flops_per_token, measure_peak_tflops, memory_MB
-from wanka.train.parallel_dims import ParallelDims
+from wanka.train.parallel_dims import ParallelDims, check_moe_options
 from wanka.train.parallelize import cross_entropy, parallelize
 from wanka.workload.spec import load_model
 
@@ -41,16 +41,14 @@ class Trainer:
         overrides = {"seq_len": cfg.seq_len} if cfg.seq_len else {}
         self.spec = load_model(cfg.model, **overrides)
         self.dims = ParallelDims.from_layout(cfg.layout, world_size, self.spec)
+        check_moe_options(cfg, self.spec, self.dims)
         self.layout = self.dims.layout
         self.distributed = dist.is_initialized()
         mesh = self.dims.build_mesh() if self.distributed else None
+        self.mesh = mesh
         self.ep_groups = build_ep_groups(self.dims, rank) if self.dims.ep > 1 else (None, None)
-        placement = Placement.contiguous(self.spec.moe.experts, self.dims.ep) if self.dims.ep > 1 else None
-        self.par = parallelize(self.spec, self.dims, cfg.seed, cfg.pp_schedule, cfg.compile, rank, mesh, placement)
-        self.balance = ExpertBalance(self.par.chunks, self.spec, self.dims.ep, cfg.moe_bias_rate, self.distributed)
-        self.expert_sync = self._setup_experts(placement)
-        self.params = [p for c in self.par.chunks for p in c.parameters()]
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8)
+        self.balance = ExpertBalance(self.spec, self.dims.ep, cfg.moe_bias_rate, self.distributed)
+        self._build(self.balance.placements if self.dims.ep > 1 else None)
         self.fsdp = self.dims.dp > 1
         self.autocast = self.layout.precision == "bf16" and not self.fsdp
         data = TokenShards(data_dir) if data_dir else None
@@ -68,17 +66,25 @@ class Trainer:
         self.losses: list[float] = []
         self.last_loss: float | None = None  # the loss of the restored checkpoint's last step
 
-    def _setup_experts(self, placement) -> ExpertGradSync | None:
-        """Capacity mode and, with ep > 1, the dispatchers and the expert-gradient reduction."""
-        layers = {k: m for c in self.par.chunks for k, m in c.moe_layers().items()}
+    def _build(self, placements: dict | None) -> None:
+        """Model chunks (with this rank's experts of `placements`), optimizer, MoE wiring. Called
+        again when EPLB re-places the experts (then the caller loads the checkpoint)."""
+        cfg = self.cfg
+        self.par = parallelize(self.spec, self.dims, cfg.seed, cfg.pp_schedule, cfg.compile, self.rank, self.mesh,
+                               placements)
+        self.params = [p for c in self.par.chunks for p in c.parameters()]
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8)
+        layers = {int(k): m for c in self.par.chunks for k, m in c.moe_layers().items()}
+        self.balance.bind(layers)
         for moe in layers.values():
-            moe.capacity_factor = self.cfg.moe_capacity_factor
-        if placement is None:
-            return None
-        ep_rank = self.dims.ep_rank(self.rank)
-        for moe in layers.values():
-            moe.dispatcher = ExpertDispatcher(self.ep_groups[0], ep_rank, placement, self.spec.moe.experts)
-        return ExpertGradSync(layers, placement, ep_rank, *self.ep_groups, self.dims.expert_dp, self.dims.dp)
+            moe.capacity_factor = cfg.moe_capacity_factor
+        self.expert_sync, self.built_placements = None, placements
+        if placements is not None:
+            ep_rank = self.dims.ep_rank(self.rank)
+            for k, moe in layers.items():
+                moe.dispatcher = ExpertDispatcher(self.ep_groups[0], ep_rank, placements[k], self.spec.moe.experts)
+            self.expert_sync = ExpertGradSync(layers, placements, ep_rank, *self.ep_groups, self.dims.expert_dp,
+                                              self.dims.dp)
 
     # ---- state -----------------------------------------------------------------------------
     def _state(self) -> dict:
@@ -124,6 +130,11 @@ class Trainer:
         if found is None:
             return False
         step, ts = found
+        if self.expert_sync is not None and self.balance.placements_in(ts.get("experts")) != self.built_placements:
+            # the checkpoint was written after an EPLB re-placement: rebuild with its placement, load again
+            self._build(self.balance.placements_in(ts["experts"]))
+            state = self._state()
+            step, ts = self.ckpt.load(state, self.log.event)
         set_state_dict(self._state_module(), self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         skips = self.sampler.state.skip
         self.sampler.state = SamplerState.from_dict(ts["sampler"])
@@ -296,6 +307,19 @@ class Trainer:
         self.log.event({"event": "replica_check", "step": self.step, "ok": ok})
         return ok
 
+    def _plan_rebalance(self) -> bool:
+        """EPLB at a checkpoint boundary (not after the last step): the placement the checkpoint records."""
+        if self.cfg.moe_redundant_experts is None or self.step == self.cfg.steps:
+            return False
+        before_after = [self.balance.current_imbalance()]
+        changed = self.balance.rebalance(self.cfg.moe_redundant_experts, keep_window=True)
+        before_after.append(self.balance.current_imbalance())
+        self.balance.window.zero_()
+        self.log.event({"event": "expert_rebalance", "step": self.step, "changed": changed,
+                        "imbalance_before": before_after[0], "imbalance_after_predicted": before_after[1],
+                        "placements": {str(k): [list(r) for r in p.ranks] for k, p in self.balance.placements.items()}})
+        return changed
+
     # ---- whole run -------------------------------------------------------------------------
     def fit(self) -> dict:
         resumed = self.restore()
@@ -312,9 +336,13 @@ class Trainer:
                 self.check_replicas()
             self.injector.after_step(self.step)
             if self.step % self.cfg.ckpt_every == 0 or self.step == self.cfg.steps:
+                replace = self._plan_rebalance()
                 held_s = self.save()
                 self.log.event({"event": "checkpoint_saved", "step": self.step, "blocking_s": held_s,
                                 "async": self.cfg.async_ckpt})
+                if replace:  # rebuild with the new placement from the checkpoint just written
+                    self.ckpt.wait()
+                    self.restore()
         self.ckpt.close()
         from wanka.train.state import params_sha256
 
