@@ -69,7 +69,8 @@ def _worker(rank: int, args, port: int, out) -> None:
     x = torch.randn(args.tokens, args.hidden, generator=torch.Generator().manual_seed(rank))
     candidates = [("contiguous", Placement.contiguous(args.experts, args.ep)),
                   ("eplb", balanced_placement(load, args.ep)),
-                  (f"eplb+{args.redundant}", balanced_placement(load, args.ep, args.redundant))]
+                  (f"eplb+{args.redundant}", balanced_placement(load, args.ep, args.redundant)),
+                  ("contiguous", Placement.contiguous(args.experts, args.ep))]  # again: drift/noise control
     rows = []
     for name, placement in candidates:
         step = _time_placement(args, rank, placement, x, top_i, top_w)
