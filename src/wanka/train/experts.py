@@ -142,7 +142,7 @@ def build_ep_groups(dims, rank: int):
     mine = [None, None]
     for s in range(pp):
         for t in range(tp):
-            ranks_of = lambda d: (s * dp + d) * tp + t  # mesh (pp, dp, tp): tp innermost
+            ranks_of = lambda d: (s * dp + d) * dims.cp * tp + t  # mesh (pp, dp, cp, tp); cp is 1 with ep
             for g in range(dp // ep):
                 members = [ranks_of(g * ep + i) for i in range(ep)]
                 group = dist.new_group(members)

@@ -67,11 +67,20 @@ class Attention(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.recompute_core = False  # "selective" recompute: only the attention core is recomputed
+        self.ring = None  # context parallelism: a ring_attention.Ring (this rank holds a zigzag slice)
 
     def _core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        q = apply_rope(q, self.rope_cos, self.rope_sin).transpose(1, 2)
-        k = apply_rope(k, self.rope_cos, self.rope_sin).transpose(1, 2)
+        cos, sin = self.rope_cos, self.rope_sin
+        if self.ring is not None:  # RoPE at the global positions of this rank's tokens
+            pos = self.ring.positions(q.shape[1]).to(cos.device)
+            cos, sin = cos[pos], sin[pos]
+        q = apply_rope(q, cos, sin).transpose(1, 2)
+        k = apply_rope(k, cos, sin).transpose(1, 2)
         v = v.transpose(1, 2)
+        if self.ring is not None:
+            from wanka.train.ring_attention import ring_attention
+
+            return ring_attention(q, k, v, self.ring, scale=1.0 / math.sqrt(self.head_dim)).transpose(1, 2)
         # GQA: local heads/kv ratio equals the global one, also on a tensor-parallel rank.
         rep = q.shape[1] // k.shape[1]
         if rep > 1:

@@ -3,7 +3,7 @@
 Rank order (DESIGN.md, layout.py): tp innermost, then dp (split into dp_replicate x dp_shard for
 HSDP), pp outermost, so a mesh of shape (pp, dp_replicate, dp_shard, tp) with names
 ("pp", "dp_replicate", "dp_shard", "tp"). ep > 1 splits dp into EP groups (train/experts.py);
-cp > 1 is planner-only for now (SpecError).
+cp sits between dp_shard and tp: mesh (pp, dp_replicate, dp_shard, cp, tp) (train/ring_attention.py).
 ZeRO mapping onto FSDP2: zero=0 -> pure replication (dp_shard=1), zero=1/2 -> fully_shard with
 reshard_after_forward=False (parameters stay gathered between forward and backward, ZeRO-2-like),
 zero=3 -> reshard_after_forward=True. An explicit dp_shard < dp gives HSDP.
@@ -27,6 +27,7 @@ class ParallelDims:
     dp_shard: int
     tp: int
     ep: int = 1  # expert parallel: groups of ep consecutive dp ranks (Megatron-Core; train/experts.py)
+    cp: int = 1  # context parallel: ranks between dp_shard and tp (train/ring_attention.py)
 
     @classmethod
     def from_layout(cls, text_or_layout: str | Layout, world_size: int, model: ModelSpec,
@@ -35,7 +36,7 @@ class ParallelDims:
         layout = Layout.parse(text_or_layout) if isinstance(text_or_layout, str) else text_or_layout
         layout = layout.resolve(world_size, model)
         if layout.cp > 1:
-            raise SpecError("layout.cp", "1 (context parallelism is not implemented in the runtime)", layout.cp)
+            _check_cp(layout, model)
         if layout.ep > 1 and layout.dp % layout.ep:
             # Layout.resolve accepts ep dividing dp*cp; the runtime's EP groups are inside dp
             raise SpecError("layout.ep", f"a divisor of dp ({layout.dp}) in the runtime", layout.ep)
@@ -61,20 +62,20 @@ class ParallelDims:
         dp = layout.dp
         assert dp is not None
         dp_shard = layout.dp_shard if layout.dp_shard is not None else (1 if layout.zero == 0 else dp)
-        return cls(layout, world_size, layout.pp, dp // dp_shard, dp_shard, layout.tp, layout.ep)
+        return cls(layout, world_size, layout.pp, dp // dp_shard, dp_shard, layout.tp, layout.ep, layout.cp)
 
     @property
     def dp(self) -> int:
         return self.dp_replicate * self.dp_shard
 
     @property
-    def shape(self) -> tuple[int, int, int, int]:
-        return (self.pp, self.dp_replicate, self.dp_shard, self.tp)
+    def shape(self) -> tuple[int, int, int, int, int]:
+        return (self.pp, self.dp_replicate, self.dp_shard, self.cp, self.tp)
 
-    names = ("pp", "dp_replicate", "dp_shard", "tp")
+    names = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
     def coords(self, rank: int) -> dict[str, int]:
-        """Coordinates of `rank` in the (pp, dp_replicate, dp_shard, tp) mesh."""
+        """Coordinates of `rank` in the (pp, dp_replicate, dp_shard, cp, tp) mesh."""
         out = {}
         for name, size in reversed(list(zip(self.names, self.shape))):
             rank, out[name] = divmod(rank, size)
@@ -117,3 +118,20 @@ def check_moe_options(cfg, model: ModelSpec, dims: ParallelDims) -> None:
             raise SpecError("moe-redundant-experts", "used with a layout of ep >= 2 (expert placement is per EP rank)",
                             cfg.moe_redundant_experts)
         check_redundant(model.moe.experts, dims.ep, cfg.moe_redundant_experts)
+
+
+def _check_cp(layout: Layout, model: ModelSpec) -> None:
+    """What the runtime's ring attention supports: cp with plain FSDP over dp, dense models."""
+    for key, ok in (("tp", layout.tp == 1), ("pp", layout.pp == 1), ("ep", layout.ep == 1)):
+        if not ok:
+            raise SpecError(f"layout.{key}", "1 with cp > 1 (the runtime's context parallelism runs with dp only)",
+                            getattr(layout, key))
+    if layout.dp_shard is not None and layout.dp_shard != layout.dp:
+        raise SpecError("layout.dp_shard", "omitted or dp with cp > 1 (no HSDP with context parallelism)",
+                        layout.dp_shard)
+    if layout.zero == 0:
+        raise SpecError("layout.zero", "1, 2 or 3 with cp > 1 (parameters are sharded over dp x cp)", 0)
+    if model.moe is not None:
+        raise SpecError("layout.cp", "1 for MoE models (a cp slice's balancing loss differs)", layout.cp)
+    if model.seq_len % (2 * layout.cp):
+        raise SpecError("layout.cp", f"cp with 2*cp dividing seq_len ({model.seq_len}): zigzag chunks", layout.cp)

@@ -78,6 +78,24 @@ def apply_fsdp(model: nn.Module, dp_mesh, reshard_after_forward: bool, bf16: boo
     fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp, ignored_params=ignored)
 
 
+def fsdp_mesh(dims: ParallelDims, mesh):
+    """The mesh FSDP2 reduces gradients over: dp, and with cp > 1 also cp (cp ranks hold the same
+    parameters and see different tokens). dp x cp goes in as a 2-D (replicate over dp, shard over
+    cp) mesh: gradients are averaged over both, parameters sharded over cp."""
+    if dims.cp > 1:
+        return mesh["cp"] if dims.dp == 1 else mesh["dp_shard", "cp"]
+    return mesh["dp_shard"] if dims.dp_replicate == 1 else mesh["dp_replicate", "dp_shard"]
+
+
+def apply_cp(model: Transformer, group, cp: int, cp_rank: int) -> None:
+    """Ring attention in every block; the trainer feeds this rank's zigzag slice of each sequence."""
+    from wanka.train.ring_attention import Ring
+
+    ring = Ring(group, cp, cp_rank)
+    for block in model.layers.values():
+        block.attention.ring = ring
+
+
 def apply_fp8(model: nn.Module) -> None:
     """Float8 training with torchao (dynamic tensorwise scaling); CUDA (Hopper or newer) only."""
     if not torch.cuda.is_available():
@@ -134,8 +152,10 @@ def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = N
         apply_ac(model, layout.recompute)
         if compile_:
             apply_compile(model)
-        if dims.dp > 1:
-            dp_mesh = mesh["dp_shard"] if dims.dp_replicate == 1 else mesh["dp_replicate", "dp_shard"]
+        if dims.cp > 1:
+            apply_cp(model, mesh["cp"].get_group(), dims.cp, coords["cp"])
+        if dims.dp * dims.cp > 1:
+            dp_mesh = fsdp_mesh(dims, mesh)
             apply_fsdp(model, dp_mesh, reshard_after_forward=layout.zero == 3, bf16=layout.precision == "bf16",
                        ignored=ignored)
         chunks.append(model)

@@ -49,7 +49,7 @@ class Trainer:
         self.ep_groups = build_ep_groups(self.dims, rank) if self.dims.ep > 1 else (None, None)
         self.balance = ExpertBalance(self.spec, self.dims.ep, cfg.moe_bias_rate, self.distributed)
         self._build(self.balance.placements if self.dims.ep > 1 else None)
-        self.fsdp = self.dims.dp > 1
+        self.fsdp = self.dims.dp * self.dims.cp > 1
         self.autocast = self.layout.precision == "bf16" and not self.fsdp
         data = TokenShards(data_dir) if data_dir else None
         self.sampler = Sampler(data, self.spec.seq_len, self.layout.gbs, self.dims.dp_rank(rank), self.dims.dp, cfg.seed) if data else None
@@ -170,6 +170,11 @@ class Trainer:
             loss = torch.stack([l.detach().float() for l in losses]).mean().item()
             return (float("nan") if poison else loss), True
         model = self.par.chunks[0]
+        if self.dims.cp > 1:  # this rank's zigzag slice of every sequence (ring_attention.py)
+            from wanka.train.ring_attention import zigzag_positions
+
+            idx = zigzag_positions(x.shape[1], self.dims.cp, self.dims.coords(self.rank)["cp"]).to(x.device)
+            x, y = x[:, idx], y[:, idx]
         parts = microbatches(x, y, self.layout.mbs)
         model.set_aux_loss_scale(self.cfg.aux_loss_coef / len(parts) if self.spec.moe else 0.0)
         total = 0.0
