@@ -127,9 +127,9 @@ class Parallelized:
 
 
 def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = None, compile_: bool = False,
-                rank: int = 0, mesh=None, placements: dict | None = None) -> Parallelized:
+                rank: int = 0, mesh=None, placements: dict | None = None, fsdp: bool = True) -> Parallelized:
     """`placements` (with ep > 1): global MoE layer index -> experts.Placement; this rank keeps the
-    experts placement.ranks[ep_rank] of each layer."""
+    experts placement.ranks[ep_rank] of each layer. `fsdp=False`: the trainer wraps in DDP instead."""
     layout = dims.layout  # already validated by ParallelDims.from_layout
     coords = dims.coords(rank)
     n_stages = dims.pp * layout.vpp
@@ -154,7 +154,7 @@ def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = N
             apply_compile(model)
         if dims.cp > 1:
             apply_cp(model, mesh["cp"].get_group(), dims.cp, coords["cp"])
-        if dims.dp * dims.cp > 1:
+        if fsdp and dims.dp * dims.cp > 1:
             dp_mesh = fsdp_mesh(dims, mesh)
             apply_fsdp(model, dp_mesh, reshard_after_forward=layout.zero == 3, bf16=layout.precision == "bf16",
                        ignored=ignored)

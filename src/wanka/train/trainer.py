@@ -22,6 +22,7 @@ from wanka.train.checkpoint import Checkpointer
 from wanka.train.balance import ExpertBalance
 from wanka.train.config import TrainConfig, lr_at
 from wanka.train.experts import ExpertDispatcher, ExpertGradSync, build_ep_groups
+from wanka.train.grad_compression import CompressedDDP, check_compression
 from wanka.train.fault import Injector, SpikeDetector, stragglers
 from wanka.train.metrics import MetricsLogger, flops_per_token, measure_peak_tflops, memory_MB
 from wanka.train.parallel_dims import ParallelDims, check_moe_options
@@ -42,6 +43,7 @@ class Trainer:
         self.spec = load_model(cfg.model, **overrides)
         self.dims = ParallelDims.from_layout(cfg.layout, world_size, self.spec)
         check_moe_options(cfg, self.spec, self.dims)
+        check_compression(cfg, self.dims)
         self.layout = self.dims.layout
         self.distributed = dist.is_initialized()
         mesh = self.dims.build_mesh() if self.distributed else None
@@ -49,7 +51,7 @@ class Trainer:
         self.ep_groups = build_ep_groups(self.dims, rank) if self.dims.ep > 1 else (None, None)
         self.balance = ExpertBalance(self.spec, self.dims.ep, cfg.moe_bias_rate, self.distributed)
         self._build(self.balance.placements if self.dims.ep > 1 else None)
-        self.fsdp = self.dims.dp * self.dims.cp > 1
+        self.fsdp = self.dims.dp * self.dims.cp > 1 and cfg.grad_compression is None
         self.autocast = self.layout.precision == "bf16" and not self.fsdp
         data = TokenShards(data_dir) if data_dir else None
         self.sampler = Sampler(data, self.spec.seq_len, self.layout.gbs, self.dims.dp_rank(rank), self.dims.dp, cfg.seed) if data else None
@@ -71,7 +73,11 @@ class Trainer:
         again when EPLB re-places the experts (then the caller loads the checkpoint)."""
         cfg = self.cfg
         self.par = parallelize(self.spec, self.dims, cfg.seed, cfg.pp_schedule, cfg.compile, self.rank, self.mesh,
-                               placements)
+                               placements, fsdp=cfg.grad_compression is None)
+        self.ddp = None
+        if cfg.grad_compression is not None:
+            self.ddp = CompressedDDP(self.par.chunks[0], cfg.grad_compression, cfg.powersgd_rank,
+                                     dist.new_group(list(range(self.world))))
         self.params = [p for c in self.par.chunks for p in c.parameters()]
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8)
         layers = {int(k): m for c in self.par.chunks for k, m in c.moe_layers().items()}
@@ -178,14 +184,17 @@ class Trainer:
         parts = microbatches(x, y, self.layout.mbs)
         model.set_aux_loss_scale(self.cfg.aux_loss_coef / len(parts) if self.spec.moe else 0.0)
         total = 0.0
+        runner = self.ddp.ddp if self.ddp is not None else model
         for i, (mx, my) in enumerate(parts):
             if self.fsdp:
                 model.set_requires_gradient_sync(i == len(parts) - 1)
-            with self._amp():
-                loss = ce = cross_entropy(model(mx), my)  # the balancing loss joins in the backward
-            if poison:
-                loss = loss * float("nan")
-            (loss / len(parts)).backward()
+            last = i == len(parts) - 1
+            sync = runner.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
+            with self._amp(), sync:
+                loss = ce = cross_entropy(runner(mx), my)  # the balancing loss joins in the backward
+                if poison:
+                    loss = loss * float("nan")
+                (loss / len(parts)).backward()
             total += ce.detach().float().item() / len(parts)
         return (float("nan") if poison else total), True
 
@@ -282,6 +291,8 @@ class Trainer:
                "tokens_per_s": tokens_per_s,
                "mfu": self.flops_per_token * tokens_per_s / (self.world * self.peak_tflops * 1e12),
                "memory_MB": memory_MB(), "attempt": self.restarts, **moe_stats}
+        if self.ddp is not None:
+            rec["grad_bytes"] = self.ddp.take_bytes()  # this rank's payload into gradient all-reduces
         # A slow rank makes the others wait at the loss all-reduce, so compare busy time (step time
         # minus that wait); with 2 ranks the median is their mean, so require a 0.3 s step too.
         slow = stragglers(busy, self.cfg.straggler_factor) if len(busy) > 2 or max(times) > 0.3 else []
