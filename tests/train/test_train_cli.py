@@ -1,5 +1,6 @@
 """CLI validation (exit 2, one line), `wanka data prepare`, and `wanka launch` golden files."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,14 @@ GOLDEN = Path(__file__).with_name("golden")
 @pytest.mark.parametrize("args, field", [
     (["--layout", "tp=3", "--nproc", "3"], "layout.tp"),
     (["--layout", "dp=2", "--nproc", "3"], "layout"),
-    (["--layout", "cp=2", "--nproc", "2"], "layout.cp"),
+    (["--layout", "cp=2,tp=2", "--nproc", "4"], "layout.tp"),
+    (["--model", "tiny-moe", "--layout", "cp=2", "--nproc", "2"], "layout.cp"),
+    (["--moe-bias-rate", "0.1"], "model"),
+    (["--model", "tiny-moe", "--moe-redundant-experts", "2"], "moe-redundant-experts"),
+    (["--model", "tiny-moe", "--layout", "ep=2", "--nproc", "2", "--moe-redundant-experts", "1"],
+     "moe-redundant-experts"),
+    (["--model", "tiny-moe", "--moe-capacity-factor", "-1"], "moe-capacity-factor"),
+    (["--layout", "dp=2", "--nproc", "2", "--grad-compression", "powersgd"], "grad-compression"),
     (["--layout", "bogus=1"], "layout.bogus"),
     (["--nproc", "0"], "nproc"),
     (["--steps", "0"], "steps"),
@@ -64,3 +72,19 @@ def test_launch_validates_layout_against_nodes(run_cli):
     assert code == 2 and "layout" in err
     code, _, err = run_cli("launch", "k8s", "--layout", "dp=2", "--nodes", "0")
     assert code == 2 and "nodes" in err
+
+
+@pytest.mark.parametrize("layout", ["dp=8,ep=2,precision=fp32,gbs=8,mbs=1", "pp=2,dp=4,ep=2,precision=fp32,gbs=8,mbs=1",
+                                    "dp=4,cp=2,precision=fp32,gbs=8,mbs=2", "dp=8,zero=0,precision=fp32,gbs=8,mbs=1"])
+def test_plan_prices_the_layouts_train_runs(run_json, layout):
+    """The ep/cp layout strings `wanka train` runs are the planner's too (same Layout parser)."""
+    model = "tiny" if "cp=" in layout or "zero=0" in layout else "tiny-moe"
+    out = run_json("plan", "--model", model, "--cluster", "meta-24k-h100", "--gpus", "8", "--layout", layout)
+    for key in ("ep=2", "cp=2", "zero=0"):
+        if key in layout:
+            assert key in out["layout"]
+    assert out["step_time_s"] > 0
+    if "ep=2" in layout:
+        assert out["breakdown"]["ep_comm"] > 0  # the all-to-all is priced
+    if "cp=2" in layout:
+        assert out["breakdown"]["cp_comm"] > 0

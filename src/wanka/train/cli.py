@@ -35,6 +35,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--tensorboard", action="store_true", help="also write TensorBoard logs to CKPT/tb")
     t.add_argument("--prometheus-port", type=int, help="serve metrics for Prometheus on this port (rank 0)")
     t.add_argument("--peak-tflops", type=float, help="per-rank peak for MFU (default: measured fp32 matmul rate)")
+    t.add_argument("--moe-capacity-factor", type=float, help="MoE: capacity factor (default: dropless)")
+    t.add_argument("--moe-bias-rate", type=float, default=0.0,
+                   help="MoE: aux-loss-free bias balancing speed gamma (DeepSeek-V3 used 0.001; default 0 = off)")
+    t.add_argument("--moe-redundant-experts", type=int,
+                   help="MoE with ep > 1: re-place experts with EPLB at each checkpoint, with this many extra replicas")
+    t.add_argument("--grad-compression", help="zero=0 layouts: DDP gradient hook none | bf16 | powersgd")
+    t.add_argument("--powersgd-rank", type=int, default=1, help="PowerSGD matrix approximation rank (default 1)")
     t.add_argument("--collective-timeout", type=float, default=120.0, help="seconds before a stuck collective fails")
     json_flag(t)
     t.set_defaults(func=cmd_train)
@@ -82,7 +89,8 @@ def cmd_train(args):
     from wanka.data.shards import TokenShards
     from wanka.train.checkpoint import check_ckpt_dir
     from wanka.train.config import TrainConfig
-    from wanka.train.parallel_dims import ParallelDims
+    from wanka.train.parallel_dims import ParallelDims, check_moe_options
+    from wanka.train.grad_compression import check_compression
     from wanka.train.runner import run_local
     from wanka.workload.spec import load_model
 
@@ -95,12 +103,16 @@ def cmd_train(args):
                       async_ckpt=args.async_ckpt, seq_len=args.seq_len, lr=args.lr, min_lr=min(3e-4, args.lr),
                       pp_schedule=args.pp_schedule, compile=args.compile, tensorboard=args.tensorboard,
                       prometheus_port=args.prometheus_port, collective_timeout_s=args.collective_timeout, peak_tflops=args.peak_tflops,
-                      inject=args.inject)
+                      inject=args.inject, moe_capacity_factor=args.moe_capacity_factor, moe_bias_rate=args.moe_bias_rate,
+                      moe_redundant_experts=args.moe_redundant_experts, grad_compression=args.grad_compression,
+                      powersgd_rank=args.powersgd_rank)
     for inj in cfg.injections:
         if inj.rank is not None and inj.rank >= args.nproc:
             raise SpecError("inject", f"rank < --nproc ({args.nproc})", str(inj))
     spec = load_model(args.model, **({"seq_len": args.seq_len} if args.seq_len else {}))
     dims = ParallelDims.from_layout(args.layout, args.nproc, spec)  # exit 2 here, not inside torchrun
+    check_moe_options(cfg, spec, dims)
+    check_compression(cfg, dims)
     if dims.pp > 1 or args.pp_schedule:
         from wanka.train.parallelize import check_pp_schedule
 

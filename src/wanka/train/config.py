@@ -26,6 +26,11 @@ class TrainConfig:
     warmup: int = 5
     grad_clip: float = 1.0
     aux_loss_coef: float = 0.01      # MoE load-balancing loss weight (Switch used 1e-2)
+    moe_capacity_factor: float | None = None  # None = dropless; else GShard/Switch capacity factor
+    moe_bias_rate: float = 0.0       # aux-loss-free bias update speed gamma (DeepSeek-V3 used 0.001); 0 = off
+    moe_redundant_experts: int | None = None  # EPLB at checkpoints with this many extra replicas; None = off
+    grad_compression: str | None = None  # none | bf16 | powersgd: DDP comm hook (zero=0); None = FSDP2
+    powersgd_rank: int = 1           # PowerSGD matrix approximation rank k
     spike_factor: float = 3.0
     replica_check_every: int = 10
     straggler_factor: float = 1.5
@@ -52,6 +57,12 @@ class TrainConfig:
             raise SpecError("peak-tflops", "a finite TFLOP/s > 0 (omit it to measure)", self.peak_tflops)
         if self.prometheus_port is not None and not (0 <= self.prometheus_port <= 65535):
             raise SpecError("prometheus-port", "a TCP port in 0..65535", self.prometheus_port)
+        if self.moe_capacity_factor is not None and not (0 < self.moe_capacity_factor < math.inf):
+            raise SpecError("moe-capacity-factor", "a finite number > 0 (omit for dropless)", self.moe_capacity_factor)
+        if not (0 <= self.moe_bias_rate < math.inf):
+            raise SpecError("moe-bias-rate", "a finite number >= 0 (0 = no bias balancing)", self.moe_bias_rate)
+        if self.moe_redundant_experts is not None and self.moe_redundant_experts < 0:
+            raise SpecError("moe-redundant-experts", "an integer >= 0 (omit for no rebalancing)", self.moe_redundant_experts)
         self.injections = [Injection.parse(t) for t in self.inject]
 
     def to_dict(self) -> dict:

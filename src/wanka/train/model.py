@@ -67,11 +67,20 @@ class Attention(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.recompute_core = False  # "selective" recompute: only the attention core is recomputed
+        self.ring = None  # context parallelism: a ring_attention.Ring (this rank holds a zigzag slice)
 
     def _core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        q = apply_rope(q, self.rope_cos, self.rope_sin).transpose(1, 2)
-        k = apply_rope(k, self.rope_cos, self.rope_sin).transpose(1, 2)
+        cos, sin = self.rope_cos, self.rope_sin
+        if self.ring is not None:  # RoPE at the global positions of this rank's tokens
+            pos = self.ring.positions(q.shape[1]).to(cos.device)
+            cos, sin = cos[pos], sin[pos]
+        q = apply_rope(q, cos, sin).transpose(1, 2)
+        k = apply_rope(k, cos, sin).transpose(1, 2)
         v = v.transpose(1, 2)
+        if self.ring is not None:
+            from wanka.train.ring_attention import ring_attention
+
+            return ring_attention(q, k, v, self.ring, scale=1.0 / math.sqrt(self.head_dim)).transpose(1, 2)
         # GQA: local heads/kv ratio equals the global one, also on a tensor-parallel rank.
         rep = q.shape[1] // k.shape[1]
         if rep > 1:
@@ -126,33 +135,85 @@ class _AuxLossGrad(torch.autograd.Function):
 
 
 class MoE(nn.Module):
-    """Top-k routed experts (dense compute over the tokens each expert receives). `aux_scale`
-    (set by the trainer) > 0 adds aux_scale x the balancing loss to the gradients (_AuxLossGrad)."""
+    """Top-k routed experts. `aux_scale` (set by the trainer) > 0 adds aux_scale x the balancing
+    loss to the gradients (_AuxLossGrad).
+
+    Training-side knobs, set by the trainer (train/experts.py, train/balance.py):
+    - `expert_bias` (buffer, zeros unless bias balancing is on): added to the router
+      probabilities for the top-k *selection* only; the gating weights stay the plain
+      probabilities (DeepSeek-V3, arXiv:2412.19437 s2.1.2, auxiliary-loss-free balancing).
+    - `capacity_factor` (None: dropless): each expert keeps at most
+      ceil(factor * tokens * top_k / experts) of this rank's (token, expert) pairs, the ones with
+      the highest router probability (GShard arXiv:2006.16668 s2.2 capacity; Megatron-Core's
+      moe_token_drop_policy="probs"); dropped pairs contribute nothing.
+    - `dispatcher` (None: every expert local): an ExpertDispatcher sending pairs to their EP rank.
+    - `load`: tokens selected per expert since the trainer last read it (before drops).
+    """
 
     def __init__(self, spec: ModelSpec):
         super().__init__()
         moe = spec.moe
         assert moe is not None
-        self.top_k = moe.top_k
+        self.top_k, self.n_experts = moe.top_k, moe.experts
         self.router = nn.Linear(spec.hidden, moe.experts, bias=False)
-        self.experts = nn.ModuleList(FeedForward(spec.hidden, moe.ffn_hidden, spec.activation) for _ in range(moe.experts))
+        # keyed by global expert id so that an EP rank holding a subset keeps the global names
+        self.experts = nn.ModuleDict({str(e): FeedForward(spec.hidden, moe.ffn_hidden, spec.activation)
+                                      for e in range(moe.experts)})
         if moe.shared_experts:
             self.shared = FeedForward(spec.hidden, moe.shared_experts * moe.ffn_hidden, spec.activation)
+        self.register_buffer("expert_bias", torch.zeros(moe.experts), persistent=False)
         self.aux_loss = torch.zeros(())
         self.aux_scale = 0.0
+        self.capacity_factor: float | None = None
+        self.dispatcher = None
+        self.load = torch.zeros(moe.experts, dtype=torch.float64)
+        self.dropped = 0
+        self.recording = True  # False while pipelining's shape inference runs the stage on placeholders
+
+    @property
+    def local_experts(self) -> list[int]:
+        return [int(k) for k in self.experts.keys()]
+
+    def keep_experts(self, experts) -> None:
+        """Drop the experts this rank does not hold."""
+        for k in list(self.experts.keys()):
+            if int(k) not in experts:
+                del self.experts[k]
+
+    def _keep_mask(self, top_i: torch.Tensor, top_w: torch.Tensor) -> torch.Tensor:
+        keep = torch.ones_like(top_i, dtype=torch.bool)
+        if self.capacity_factor is None:
+            return keep
+        capacity = math.ceil(self.capacity_factor * top_i.numel() / self.n_experts)
+        flat_i, flat_w = top_i.reshape(-1), top_w.reshape(-1).detach()
+        flat_keep = keep.reshape(-1)
+        for e in range(self.n_experts):
+            pos = (flat_i == e).nonzero(as_tuple=True)[0]
+            if pos.numel() > capacity:
+                ranked = pos[torch.sort(flat_w[pos], descending=True, stable=True).indices]
+                flat_keep[ranked[capacity:]] = False
+        return keep
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
         probs = F.softmax(self.router(flat).float(), dim=-1)
-        top_w, top_i = probs.topk(self.top_k, dim=-1)
+        top_i = (probs + self.expert_bias).topk(self.top_k, dim=-1).indices  # bias: selection only
+        top_w = probs.gather(-1, top_i)
         top_w = (top_w / top_w.sum(-1, keepdim=True)).to(x.dtype)
-        out = torch.zeros_like(flat)
-        for e, expert in enumerate(self.experts):
-            rows, slot = (top_i == e).nonzero(as_tuple=True)
-            # Every expert runs, even on zero rows, so each gets a (zero) gradient: under FSDP all
-            # ranks must reduce-scatter the same set of gradients.
-            out.index_add_(0, rows, expert(flat[rows]) * top_w[rows, slot, None])
+        keep = self._keep_mask(top_i, top_w)
+        if torch.is_grad_enabled() and self.recording:
+            self.load += torch.bincount(top_i.flatten(), minlength=self.n_experts).double()
+            self.dropped += int((~keep).sum())
+        if self.dispatcher is not None:
+            out = self.dispatcher.run(flat, top_i, top_w, keep, self.experts)
+        else:
+            out = torch.zeros_like(flat)
+            for key, expert in self.experts.items():
+                rows, slot = ((top_i == int(key)) & keep).nonzero(as_tuple=True)
+                # Every expert runs, even on zero rows, so each gets a (zero) gradient: under FSDP all
+                # ranks must reduce-scatter the same set of gradients.
+                out.index_add_(0, rows, expert(flat[rows]) * top_w[rows, slot, None])
         # Switch load-balancing loss: f_e = share of routed slots to e, P_e = mean router prob.
         n_exp = probs.shape[-1]
         f = torch.bincount(top_i.flatten(), minlength=n_exp).float() / top_i.numel()
@@ -226,6 +287,10 @@ class Transformer(nn.Module):
         for layer in self.layers.values():
             if isinstance(layer.feed_forward, MoE):
                 layer.feed_forward.aux_scale = scale
+
+    def moe_layers(self) -> dict[str, MoE]:
+        """This chunk's MoE feed-forwards by global layer index."""
+        return {k: layer.feed_forward for k, layer in self.layers.items() if isinstance(layer.feed_forward, MoE)}
 
     def aux_loss(self) -> torch.Tensor:
         """Sum of the MoE load-balancing losses of the last forward (0 for a dense model)."""

@@ -1,8 +1,9 @@
 """ParallelDims: a resolved Layout checked against the world size, and its named device meshes.
 
-Rank order (wanka.resolved_layout.ResolvedLayout, Megatron-Core's): tp innermost, then dp (split
-into dp_replicate x dp_shard for HSDP, shard inner), pp outermost, so a mesh of shape (pp, dp_replicate, dp_shard, tp) with names
-("pp", "dp_replicate", "dp_shard", "tp"). cp and ep > 1 are planner-only for now (SpecError).
+Rank order (wanka.resolved_layout.ResolvedLayout, Megatron-Core's): tp innermost, then cp, then dp
+(split into dp_replicate x dp_shard for HSDP, shard inner), pp outermost: a mesh of shape
+(pp, dp_replicate, dp_shard, cp, tp). ep > 1 splits dp into EP groups (train/experts.py); cp runs
+ring attention (train/ring_attention.py).
 ZeRO mapping onto FSDP2: zero=0 -> pure replication (dp_shard=1), zero=1/2 -> fully_shard with
 reshard_after_forward=False (parameters stay gathered between forward and backward, ZeRO-2-like),
 zero=3 -> reshard_after_forward=True. An explicit dp_shard < dp gives HSDP.
@@ -26,6 +27,8 @@ class ParallelDims:
     dp_replicate: int
     dp_shard: int
     tp: int
+    ep: int = 1  # expert parallel: groups of ep consecutive dp ranks (Megatron-Core; train/experts.py)
+    cp: int = 1  # context parallel: ranks between dp_shard and tp (train/ring_attention.py)
 
     @classmethod
     def from_layout(cls, text_or_layout: str | Layout, world_size: int, model: ModelSpec,
@@ -34,9 +37,10 @@ class ParallelDims:
         layout = Layout.parse(text_or_layout) if isinstance(text_or_layout, str) else text_or_layout
         layout = layout.resolve(world_size, model)
         if layout.cp > 1:
-            raise SpecError("layout.cp", "1 (context parallelism is not implemented in the runtime)", layout.cp)
-        if layout.ep > 1:
-            raise SpecError("layout.ep", "1 (expert parallelism is not implemented in the runtime)", layout.ep)
+            _check_cp(layout, model)
+        if layout.ep > 1 and layout.dp % layout.ep:
+            # Layout.resolve accepts ep dividing dp*cp; the runtime's EP groups are inside dp
+            raise SpecError("layout.ep", f"a divisor of dp ({layout.dp}) in the runtime", layout.ep)
         if layout.etp is not None and layout.etp != layout.tp:
             raise SpecError("layout.etp", f"omitted or tp ({layout.tp}): the runtime splits experts like the dense "
                             "layers", layout.etp)
@@ -56,21 +60,21 @@ class ParallelDims:
             raise SpecError("layout.tp", f"a divisor of seq_len ({model.seq_len}) for sequence parallelism", layout.tp)
         if layout.pp > 1 and layout.microbatches < layout.pp:
             raise SpecError("layout.gbs", f"at least pp ({layout.pp}) micro-batches per step (gbs >= dp*mbs*pp)", layout.gbs)
-        # the ResolvedLayout's rank order: tp, (cp), dp_shard, dp_replicate, pp (wanka.resolved_layout)
-        return cls(layout, world_size, layout.pp, layout.dp_replicas, layout.dp_shard_size, layout.tp)
+        # the ResolvedLayout's rank order: tp, cp, dp_shard, dp_replicate, pp (wanka.resolved_layout)
+        return cls(layout, world_size, layout.pp, layout.dp_replicas, layout.dp_shard_size, layout.tp, layout.ep, layout.cp)
 
     @property
     def dp(self) -> int:
         return self.dp_replicate * self.dp_shard
 
     @property
-    def shape(self) -> tuple[int, int, int, int]:
-        return (self.pp, self.dp_replicate, self.dp_shard, self.tp)
+    def shape(self) -> tuple[int, int, int, int, int]:
+        return (self.pp, self.dp_replicate, self.dp_shard, self.cp, self.tp)
 
-    names = ("pp", "dp_replicate", "dp_shard", "tp")
+    names = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
     def coords(self, rank: int) -> dict[str, int]:
-        """Coordinates of `rank` in the (pp, dp_replicate, dp_shard, tp) mesh."""
+        """Coordinates of `rank` in the (pp, dp_replicate, dp_shard, cp, tp) mesh."""
         out = {}
         for name, size in reversed(list(zip(self.names, self.shape))):
             rank, out[name] = divmod(rank, size)
@@ -79,6 +83,15 @@ class ParallelDims:
     def dp_rank(self, rank: int) -> int:
         c = self.coords(rank)
         return c["dp_replicate"] * self.dp_shard + c["dp_shard"]
+
+    def ep_rank(self, rank: int) -> int:
+        """Position of `rank` in its EP group (ep consecutive dp ranks)."""
+        return self.dp_rank(rank) % self.ep
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts: dp / ep (tp is 1 for MoE in the runtime)."""
+        return self.dp // self.ep
 
     def build_mesh(self):
         from torch.distributed.device_mesh import init_device_mesh
@@ -90,3 +103,34 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def check_moe_options(cfg, model: ModelSpec, dims: ParallelDims) -> None:
+    """The TrainConfig's MoE knobs fit the model and layout (SpecError otherwise)."""
+    moe_knobs = cfg.moe_capacity_factor is not None or cfg.moe_bias_rate > 0 or cfg.moe_redundant_experts is not None
+    if moe_knobs and model.moe is None:
+        raise SpecError("model", "an MoE model for the --moe-* options", model.name)
+    if cfg.moe_redundant_experts is not None:
+        from wanka.train.eplb import check_redundant
+
+        if dims.ep < 2:
+            raise SpecError("moe-redundant-experts", "used with a layout of ep >= 2 (expert placement is per EP rank)",
+                            cfg.moe_redundant_experts)
+        check_redundant(model.moe.experts, dims.ep, cfg.moe_redundant_experts)
+
+
+def _check_cp(layout: Layout, model: ModelSpec) -> None:
+    """What the runtime's ring attention supports: cp with plain FSDP over dp, dense models."""
+    for key, ok in (("tp", layout.tp == 1), ("pp", layout.pp == 1), ("ep", layout.ep == 1)):
+        if not ok:
+            raise SpecError(f"layout.{key}", "1 with cp > 1 (the runtime's context parallelism runs with dp only)",
+                            getattr(layout, key))
+    if layout.dp_shard is not None and layout.dp_shard != layout.dp:
+        raise SpecError("layout.dp_shard", "omitted or dp with cp > 1 (no HSDP with context parallelism)",
+                        layout.dp_shard)
+    if layout.zero == 0:
+        raise SpecError("layout.zero", "1, 2 or 3 with cp > 1 (parameters are sharded over dp x cp)", 0)
+    if model.moe is not None:
+        raise SpecError("layout.cp", "1 for MoE models (a cp slice's balancing loss differs)", layout.cp)
+    if model.seq_len % (2 * layout.cp):
+        raise SpecError("layout.cp", f"cp with 2*cp dividing seq_len ({model.seq_len}): zigzag chunks", layout.cp)

@@ -67,14 +67,33 @@ def apply_compile(model: Transformer) -> None:
         block.compile()
 
 
-def apply_fsdp(model: nn.Module, dp_mesh, reshard_after_forward: bool, bf16: bool) -> None:
-    """FSDP2 per block then the root (Zhao et al. 2023, arXiv:2304.11277); a 2-D dp mesh gives HSDP."""
+def apply_fsdp(model: nn.Module, dp_mesh, reshard_after_forward: bool, bf16: bool, ignored: set | None = None) -> None:
+    """FSDP2 per block then the root (Zhao et al. 2023, arXiv:2304.11277); a 2-D dp mesh gives HSDP.
+    `ignored`: parameters FSDP leaves alone (expert-parallel experts, reduced by ExpertGradSync)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
     for block in model.layers.values():
-        fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp)
-    fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp)
+        fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp, ignored_params=ignored)
+    fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp, ignored_params=ignored)
+
+
+def fsdp_mesh(dims: ParallelDims, mesh):
+    """The mesh FSDP2 reduces gradients over: dp, and with cp > 1 also cp (cp ranks hold the same
+    parameters and see different tokens). dp x cp goes in as a 2-D (replicate over dp, shard over
+    cp) mesh: gradients are averaged over both, parameters sharded over cp."""
+    if dims.cp > 1:
+        return mesh["cp"] if dims.dp == 1 else mesh["dp_shard", "cp"]
+    return mesh["dp_shard"] if dims.dp_replicate == 1 else mesh["dp_replicate", "dp_shard"]
+
+
+def apply_cp(model: Transformer, group, cp: int, cp_rank: int) -> None:
+    """Ring attention in every block; the trainer feeds this rank's zigzag slice of each sequence."""
+    from wanka.train.ring_attention import Ring
+
+    ring = Ring(group, cp, cp_rank)
+    for block in model.layers.values():
+        block.attention.ring = ring
 
 
 def apply_fp8(model: nn.Module) -> None:
@@ -108,7 +127,9 @@ class Parallelized:
 
 
 def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = None, compile_: bool = False,
-                rank: int = 0, mesh=None) -> Parallelized:
+                rank: int = 0, mesh=None, placements: dict | None = None, fsdp: bool = True) -> Parallelized:
+    """`placements` (with ep > 1): global MoE layer index -> experts.Placement; this rank keeps the
+    experts placement.ranks[ep_rank] of each layer. `fsdp=False`: the trainer wraps in DDP instead."""
     layout = dims.layout  # already validated by ParallelDims.from_layout
     coords = dims.coords(rank)
     n_stages = dims.pp * layout.vpp
@@ -119,6 +140,11 @@ def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = N
         model = build_model(spec, seed).to(_device())
         if n_stages > 1:
             model.keep_stage(*ranges[s], is_first=s == 0, is_last=s == n_stages - 1)
+        ignored = None
+        if placements is not None:
+            for k, moe in model.moe_layers().items():
+                moe.keep_experts(placements[int(k)].ranks[dims.ep_rank(rank)])
+            ignored = {p for moe in model.moe_layers().values() for p in moe.experts.parameters()}
         if layout.precision == "fp8":
             apply_fp8(model)
         if dims.tp > 1:
@@ -126,9 +152,12 @@ def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = N
         apply_ac(model, layout.recompute)
         if compile_:
             apply_compile(model)
-        if dims.dp > 1:
-            dp_mesh = mesh["dp_shard"] if dims.dp_replicate == 1 else mesh["dp_replicate", "dp_shard"]
-            apply_fsdp(model, dp_mesh, reshard_after_forward=layout.zero == 3, bf16=layout.precision == "bf16")
+        if dims.cp > 1:
+            apply_cp(model, mesh["cp"].get_group(), dims.cp, coords["cp"])
+        if fsdp and dims.dp * dims.cp > 1:
+            dp_mesh = fsdp_mesh(dims, mesh)
+            apply_fsdp(model, dp_mesh, reshard_after_forward=layout.zero == 3, bf16=layout.precision == "bf16",
+                       ignored=ignored)
         chunks.append(model)
     schedule = None
     if dims.pp > 1:
@@ -158,11 +187,31 @@ def build_schedule(chunks, stage_ids, n_stages, pp_group, layout, name: str | No
     name = check_pp_schedule(name, layout)
     n_micro = layout.microbatches
     device = _device()
-    stages = [PipelineStage(c, s, n_stages, device, group=pp_group) for c, s in zip(chunks, stage_ids)]
+    stages = [_stage_class()(c, s, n_stages, device, group=pp_group) for c, s in zip(chunks, stage_ids)]
     if name == "interleaved":
         return ScheduleInterleaved1F1B(stages, n_micro, loss_fn=cross_entropy)
     cls = ScheduleGPipe if name == "gpipe" else Schedule1F1B
     return cls(stages[0], n_micro, loss_fn=cross_entropy)
+
+
+def _stage_class():
+    """PipelineStage whose shape-inference forward (torch 2.13 stage.py `_forward_metadata_inference`
+    runs the stage once on placeholder tensors before the first step) is not counted in the MoE
+    layers' expert-load statistics, so they equal an unpipelined run's."""
+    from torch.distributed.pipelining import PipelineStage
+
+    class Stage(PipelineStage):
+        def _forward_metadata_inference(self, *args, **kwargs):
+            layers = self.submod.moe_layers().values()
+            for moe in layers:
+                moe.recording = False
+            try:
+                return super()._forward_metadata_inference(*args, **kwargs)
+            finally:
+                for moe in layers:
+                    moe.recording = True
+
+    return Stage
 
 
 def _device() -> torch.device:

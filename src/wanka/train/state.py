@@ -27,7 +27,10 @@ def full_params(trainer) -> dict[str, torch.Tensor] | None:
     if not trainer.distributed:
         return local
     c = trainer.dims.coords(trainer.rank)
-    mine = local if c["dp_replicate"] == 0 and c["dp_shard"] == 0 and c["tp"] == 0 else {}
+    mine = local if c["dp_replicate"] == 0 and c["dp_shard"] == 0 and c["tp"] == 0 and c["cp"] == 0 else {}
+    if not mine and c["tp"] == 0 and trainer.dims.dp_rank(trainer.rank) < trainer.dims.ep:
+        # expert parallelism: the other ranks of the first EP group hold the other experts
+        mine = {n: t for n, t in local.items() if ".feed_forward.experts." in n}
     gathered = [None] * trainer.world if trainer.rank == 0 else None
     dist.gather_object(mine, gathered, dst=0)
     if trainer.rank != 0:

@@ -19,10 +19,13 @@ import torch.distributed as dist
 from wanka.data.sampler import Sampler, SamplerState, microbatches
 from wanka.data.shards import TokenShards
 from wanka.train.checkpoint import Checkpointer
+from wanka.train.balance import ExpertBalance
 from wanka.train.config import TrainConfig, lr_at
+from wanka.train.experts import ExpertDispatcher, ExpertGradSync, build_ep_groups
+from wanka.train.grad_compression import CompressedDDP, check_compression
 from wanka.train.fault import Injector, SpikeDetector, stragglers
 from wanka.train.metrics import MetricsLogger, flops_per_token, measure_peak_tflops, memory_MB
-from wanka.train.parallel_dims import ParallelDims
+from wanka.train.parallel_dims import ParallelDims, check_moe_options
 from wanka.train.parallelize import cross_entropy, parallelize
 from wanka.workload.spec import load_model
 
@@ -39,13 +42,16 @@ class Trainer:
         overrides = {"seq_len": cfg.seq_len} if cfg.seq_len else {}
         self.spec = load_model(cfg.model, **overrides)
         self.dims = ParallelDims.from_layout(cfg.layout, world_size, self.spec)
+        check_moe_options(cfg, self.spec, self.dims)
+        check_compression(cfg, self.dims)
         self.layout = self.dims.layout
         self.distributed = dist.is_initialized()
         mesh = self.dims.build_mesh() if self.distributed else None
-        self.par = parallelize(self.spec, self.dims, cfg.seed, cfg.pp_schedule, cfg.compile, rank, mesh)
-        self.params = [p for c in self.par.chunks for p in c.parameters()]
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8)
-        self.fsdp = self.dims.dp > 1
+        self.mesh = mesh
+        self.ep_groups = build_ep_groups(self.dims, rank) if self.dims.ep > 1 else (None, None)
+        self.balance = ExpertBalance(self.spec, self.dims.ep, cfg.moe_bias_rate, self.distributed)
+        self._build(self.balance.placements if self.dims.ep > 1 else None)
+        self.fsdp = self.dims.dp * self.dims.cp > 1 and cfg.grad_compression is None
         self.autocast = self.layout.precision == "bf16" and not self.fsdp
         data = TokenShards(data_dir) if data_dir else None
         self.sampler = Sampler(data, self.spec.seq_len, self.layout.gbs, self.dims.dp_rank(rank), self.dims.dp, cfg.seed) if data else None
@@ -62,6 +68,30 @@ class Trainer:
         self.losses: list[float] = []
         self.last_loss: float | None = None  # the loss of the restored checkpoint's last step
         self.last_step_s: float | None = None  # the slowest rank's time for the previous step
+
+    def _build(self, placements: dict | None) -> None:
+        """Model chunks (with this rank's experts of `placements`), optimizer, MoE wiring. Called
+        again when EPLB re-places the experts (then the caller loads the checkpoint)."""
+        cfg = self.cfg
+        self.par = parallelize(self.spec, self.dims, cfg.seed, cfg.pp_schedule, cfg.compile, self.rank, self.mesh,
+                               placements, fsdp=cfg.grad_compression is None)
+        self.ddp = None
+        if cfg.grad_compression is not None:
+            self.ddp = CompressedDDP(self.par.chunks[0], cfg.grad_compression, cfg.powersgd_rank,
+                                     dist.new_group(list(range(self.world))))
+        self.params = [p for c in self.par.chunks for p in c.parameters()]
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8)
+        layers = {int(k): m for c in self.par.chunks for k, m in c.moe_layers().items()}
+        self.balance.bind(layers)
+        for moe in layers.values():
+            moe.capacity_factor = cfg.moe_capacity_factor
+        self.expert_sync, self.built_placements = None, placements
+        if placements is not None:
+            ep_rank = self.dims.ep_rank(self.rank)
+            for k, moe in layers.items():
+                moe.dispatcher = ExpertDispatcher(self.ep_groups[0], ep_rank, placements[k], self.spec.moe.experts)
+            self.expert_sync = ExpertGradSync(layers, placements, ep_rank, *self.ep_groups, self.dims.expert_dp,
+                                              self.dims.dp)
 
     # ---- state -----------------------------------------------------------------------------
     def _state(self) -> dict:
@@ -89,7 +119,8 @@ class Trainer:
         return {"step": self.step, "sampler": self.sampler.state.to_dict(), "lr_scale": self.lr_scale,
                 "spike_count": self.spike_count, "spikes": self.spikes.state(), "model_spec": self.spec.model_dump(),
                 "layout": str(self.layout), "seed": self.cfg.seed,
-                "last_loss": self.losses[-1] if self.losses else self.last_loss}
+                "last_loss": self.losses[-1] if self.losses else self.last_loss,
+                "experts": self.balance.state() if self.balance.active else None}
 
     def save(self) -> float:
         """Checkpoint now; returns the seconds the training loop was held (async: staging only)."""
@@ -106,6 +137,11 @@ class Trainer:
         if found is None:
             return False
         step, ts = found
+        if self.expert_sync is not None and self.balance.placements_in(ts.get("experts")) != self.built_placements:
+            # the checkpoint was written after an EPLB re-placement: rebuild with its placement, load again
+            self._build(self.balance.placements_in(ts["experts"]))
+            state = self._state()
+            step, ts = self.ckpt.load(state, self.log.event)
         set_state_dict(self._state_module(), self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         skips = self.sampler.state.skip
         self.sampler.state = SamplerState.from_dict(ts["sampler"])
@@ -115,6 +151,7 @@ class Trainer:
         if not keep_skips:  # a rollback keeps its own spike count and LR scale
             self.spike_count, self.lr_scale = ts["spike_count"], ts["lr_scale"]
         self.spikes.load(ts["spikes"])
+        self.balance.load_state(ts.get("experts"))
         self.log.event({"event": "restored", "step": step, "attempt": self.restarts})
         return True
 
@@ -140,17 +177,25 @@ class Trainer:
             loss = torch.stack([l.detach().float() for l in losses]).mean().item()
             return (float("nan") if poison else loss), True
         model = self.par.chunks[0]
+        if self.dims.cp > 1:  # this rank's zigzag slice of every sequence (ring_attention.py)
+            from wanka.train.ring_attention import zigzag_positions
+
+            idx = zigzag_positions(x.shape[1], self.dims.cp, self.dims.coords(self.rank)["cp"]).to(x.device)
+            x, y = x[:, idx], y[:, idx]
         parts = microbatches(x, y, self.layout.mbs)
         model.set_aux_loss_scale(self.cfg.aux_loss_coef / len(parts) if self.spec.moe else 0.0)
         total = 0.0
+        runner = self.ddp.ddp if self.ddp is not None else model
         for i, (mx, my) in enumerate(parts):
             if self.fsdp:
                 model.set_requires_gradient_sync(i == len(parts) - 1)
-            with self._amp():
-                loss = ce = cross_entropy(model(mx), my)  # the balancing loss joins in the backward
-            if poison:
-                loss = loss * float("nan")
-            (loss / len(parts)).backward()
+            last = i == len(parts) - 1
+            sync = runner.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
+            with self._amp(), sync:
+                loss = ce = cross_entropy(runner(mx), my)  # the balancing loss joins in the backward
+                if poison:
+                    loss = loss * float("nan")
+                (loss / len(parts)).backward()
             total += ce.detach().float().item() / len(parts)
         return (float("nan") if poison else total), True
 
@@ -169,9 +214,12 @@ class Trainer:
         ~1 ms each). Replicated dims are not summed; Partial grads are reduced before squaring."""
         plain = torch.zeros((), dtype=torch.float64)
         groups: dict = {}
+        experts = {id(p) for p in self.expert_sync.params()} if self.expert_sync else set()
+        if self.expert_sync is not None:
+            plain += self.expert_sync.norm_sq()  # sharded over EP: summed over the EP group inside
         for p in self.params:
             g = p.grad
-            if g is None:
+            if g is None or id(p) in experts:
                 continue
             if _is_dtensor(g) and any(pl.is_partial() for pl in g.placements):
                 # Partial (pending-sum) grads, e.g. SP norm weights: sum first, then square.
@@ -214,6 +262,7 @@ class Trainer:
         index, x, y = self.sampler.next()
         if torch.cuda.is_available():
             x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+        self.balance.begin_step()
         local, has = self.forward_backward(x, y, poison=self.injector.nan(index))
         self.injector.slow(self.step + 1, self.last_step_s or time.perf_counter() - t0)
         t_sync = time.perf_counter()
@@ -225,6 +274,9 @@ class Trainer:
             self._handle_bad(index, loss, reason)
             return None
         self.spikes.update(loss)
+        moe_stats = self.balance.end_step() if self.balance.active else {}
+        if self.expert_sync is not None:
+            self.expert_sync.reduce()
         grad_norm = self.clip_grads()
         lr = lr_at(self.cfg, self.step) * self.lr_scale
         for g in self.optimizer.param_groups:
@@ -240,7 +292,9 @@ class Trainer:
         rec = {"step": self.step, "batch": index, "loss": loss, "grad_norm": grad_norm, "lr": lr, "step_time_s": max(times),
                "tokens_per_s": tokens_per_s,
                "mfu": self.flops_per_token * tokens_per_s / (self.world * self.peak_tflops * 1e12),
-               "memory_MB": memory_MB(), "attempt": self.restarts}
+               "memory_MB": memory_MB(), "attempt": self.restarts, **moe_stats}
+        if self.ddp is not None:
+            rec["grad_bytes"] = self.ddp.take_bytes()  # this rank's payload into gradient all-reduces
         # A slow rank makes the others wait at the loss all-reduce, so compare busy time (step time
         # minus that wait); with 2 ranks the median is their mean, so require a 0.3 s step too.
         slow = stragglers(busy, self.cfg.straggler_factor) if len(busy) > 2 or max(times) > 0.3 else []
@@ -271,6 +325,19 @@ class Trainer:
         self.log.event({"event": "replica_check", "step": self.step, "ok": ok})
         return ok
 
+    def _plan_rebalance(self) -> bool:
+        """EPLB at a checkpoint boundary (not after the last step): the placement the checkpoint records."""
+        if self.cfg.moe_redundant_experts is None or self.step == self.cfg.steps:
+            return False
+        before_after = [self.balance.current_imbalance()]
+        changed = self.balance.rebalance(self.cfg.moe_redundant_experts, keep_window=True)
+        before_after.append(self.balance.current_imbalance())
+        self.balance.window.zero_()
+        self.log.event({"event": "expert_rebalance", "step": self.step, "changed": changed,
+                        "imbalance_before": before_after[0], "imbalance_after_predicted": before_after[1],
+                        "placements": {str(k): [list(r) for r in p.ranks] for k, p in self.balance.placements.items()}})
+        return changed
+
     # ---- whole run -------------------------------------------------------------------------
     def fit(self) -> dict:
         resumed = self.restore()
@@ -287,9 +354,13 @@ class Trainer:
                 self.check_replicas()
             self.injector.after_step(self.step)
             if self.step % self.cfg.ckpt_every == 0 or self.step == self.cfg.steps:
+                replace = self._plan_rebalance()
                 held_s = self.save()
                 self.log.event({"event": "checkpoint_saved", "step": self.step, "blocking_s": held_s,
                                 "async": self.cfg.async_ckpt})
+                if replace:  # rebuild with the new placement from the checkpoint just written
+                    self.ckpt.wait()
+                    self.restore()
         self.ckpt.close()
         from wanka.train.state import params_sha256
 
