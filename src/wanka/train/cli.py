@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--tensorboard", action="store_true", help="also write TensorBoard logs to CKPT/tb")
     t.add_argument("--prometheus-port", type=int, help="serve metrics for Prometheus on this port (rank 0)")
     t.add_argument("--peak-tflops", type=float, help="per-rank peak for MFU (default: measured fp32 matmul rate)")
+    t.add_argument("--init", help="hf:DIR - start from a Hugging Face Llama/Mixtral/Qwen2-MoE directory")
     t.add_argument("--collective-timeout", type=float, default=120.0, help="seconds before a stuck collective fails")
     json_flag(t)
     t.set_defaults(func=cmd_train)
@@ -42,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("export", help="checkpoint -> safetensors + config.json + tokenizer.json for serving")
     e.add_argument("--ckpt", required=True, help="a run's checkpoint dir (newest valid step) or one step_N dir")
     e.add_argument("--out", required=True)
+    e.add_argument("--format", default="wanka", help="wanka (for `wanka serve`) or hf (Hugging Face Llama/Mixtral/Qwen2-MoE)")
     json_flag(e)
     e.set_defaults(func=cmd_export)
 
@@ -95,7 +97,7 @@ def cmd_train(args):
                       async_ckpt=args.async_ckpt, seq_len=args.seq_len, lr=args.lr, min_lr=min(3e-4, args.lr),
                       pp_schedule=args.pp_schedule, compile=args.compile, tensorboard=args.tensorboard,
                       prometheus_port=args.prometheus_port, collective_timeout_s=args.collective_timeout, peak_tflops=args.peak_tflops,
-                      inject=args.inject)
+                      inject=args.inject, init=args.init)
     for inj in cfg.injections:
         if inj.rank is not None and inj.rank >= args.nproc:
             raise SpecError("inject", f"rank < --nproc ({args.nproc})", str(inj))
@@ -111,6 +113,11 @@ def cmd_train(args):
     shards.verify_checksums()
     if shards.tokenizer.vocab_size > spec.vocab:
         raise SpecError("model.vocab", f">= the tokenizer's vocab ({shards.tokenizer.vocab_size})", spec.vocab)
+    if args.init:
+        from wanka.train.hf_init import parse_init, read_hf_dir
+
+        read_hf_dir(parse_init(args.init), spec)  # exit 2 with one line here, not in every worker
+    _keep_tokenizer(data / shards.meta["tokenizer"], Path(cfg.ckpt))
     result = run_local(cfg, data, args.nproc, args.max_restarts, progress=not args.json and sys.stderr.isatty())
 
     def render(console: Console) -> None:
@@ -122,13 +129,26 @@ def cmd_train(args):
     return result, render
 
 
+def _keep_tokenizer(tokenizer_file: Path, ckpt: Path) -> None:
+    """Copy the data's tokenizer.json into the checkpoint root: `wanka export` ships it."""
+    import shutil
+
+    try:
+        ckpt.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(tokenizer_file, ckpt / "tokenizer.json.tmp")
+        (ckpt / "tokenizer.json.tmp").replace(ckpt / "tokenizer.json")
+    except OSError as exc:
+        raise SpecError("ckpt", "a writable directory", f"{ckpt} ({exc.strerror})") from None
+
+
 def cmd_export(args):
     from wanka.train.export import export
 
-    result = export(Path(args.ckpt), Path(args.out))
+    result = export(Path(args.ckpt), Path(args.out), args.format)
 
     def render(console: Console) -> None:
-        console.print(f"exported step {result['step']} ({result['tensors']} tensors) from {result['checkpoint']} to {result['out']}")
+        console.print(f"exported step {result['step']} ({result['tensors']} tensors, format {result['format']}) "
+                      f"from {result['checkpoint']} to {result['out']}")
 
     return result, render
 
