@@ -48,13 +48,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_export)
 
     d = sub.add_parser("data", help="training data")
-    dsub = d.add_subparsers(dest="data_command", metavar="{prepare}")
-    prep = dsub.add_parser("prepare", help="text files -> uint16 token shards (byte tokenizer)")
-    prep.add_argument("inputs", nargs="*", help="text files or directories (default: the shipped corpus)")
+    dsub = d.add_subparsers(dest="data_command", metavar="{prepare,tokenizer}")
+    prep = dsub.add_parser("prepare", help="text/JSONL/Parquet -> cleaned, deduplicated, tokenised indexed shards")
+    prep.add_argument("inputs", nargs="*", help="files or directories, PATH@WEIGHT for a mixture weight "
+                      "(default: the shipped corpus)")
     prep.add_argument("--out", required=True)
-    prep.add_argument("--shard-tokens", type=int, default=1 << 20)
+    prep.add_argument("--tokenizer", help="tokenizer.json (byte or BPE; default: the byte tokenizer)")
+    prep.add_argument("--workers", type=int, default=1, help="tokenising worker processes (0: in this process)")
+    prep.add_argument("--shard-tokens", type=int, default=1 << 20, help="tokens per shard (documents never split)")
+    prep.add_argument("--min-chars", type=int, default=16)
+    prep.add_argument("--max-chars", type=int, default=1 << 20)
+    prep.add_argument("--min-word-letters", type=float, default=0.5, help="share of words containing a letter")
+    prep.add_argument("--no-near-dedup", action="store_true", help="exact dedup only (no MinHash)")
     json_flag(prep)
     prep.set_defaults(func=cmd_prepare)
+    tk = dsub.add_parser("tokenizer", help="train a byte-level BPE tokenizer (tokenizers library)")
+    tksub = tk.add_subparsers(dest="tokenizer_command", metavar="{train}")
+    tt = tksub.add_parser("train", help="learn a BPE vocabulary from text/JSONL/Parquet")
+    tt.add_argument("--input", nargs="+", required=True, help="files or directories")
+    tt.add_argument("--vocab", type=int, required=True, help="vocabulary size (256 bytes + <s> + </s> + merges)")
+    tt.add_argument("--out", required=True, help="directory for tokenizer.json")
+    json_flag(tt)
+    tt.set_defaults(func=cmd_tokenizer_train)
+    tk.set_defaults(func=needs_subcommand("train", "wanka data tokenizer train --input texts/ --vocab 8000 --out tok/"))
     d.set_defaults(func=needs_subcommand("prepare", "wanka data prepare texts/*.txt --out data/"))
 
     la = sub.add_parser("launch", help="write a multi-node job file (sbatch script or JobSet manifest)")
@@ -154,8 +170,9 @@ def cmd_export(args):
 
 
 def cmd_prepare(args):
+    from wanka.data.clean import CleanConfig
     from wanka.data.corpus import write_corpus
-    from wanka.data.shards import prepare
+    from wanka.data.pipeline import prepare
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -164,11 +181,43 @@ def cmd_prepare(args):
         inputs = [Path(p) for p in args.inputs] or write_corpus(out / "text")
     except OSError as exc:
         raise SpecError("out", "a writable directory", f"{out} ({exc.strerror})") from None
-    meta = prepare(inputs, out, args.shard_tokens)
-    payload = {"out": str(out), "tokens": meta["tokens"], "shards": len(meta["shards"]), "sources": meta["sources"]}
+    clean = CleanConfig(args.min_chars, args.max_chars, args.min_word_letters, not args.no_near_dedup)
+    meta = prepare(inputs, out, args.shard_tokens, args.tokenizer, args.workers, clean)
+    payload = {"out": str(out), "tokens": meta["tokens"], "documents": meta["documents"], "shards": len(meta["shards"]),
+               "sources": meta["sources"], "seconds": meta["seconds"]}
 
     def render(console: Console) -> None:
-        console.print(f"{meta['tokens']:,} tokens in {len(meta['shards'])} shard(s) -> {out}")
+        console.print(f"{meta['tokens']:,} tokens, {meta['documents']:,} documents in {len(meta['shards'])} shard(s) -> {out}")
+        for s in meta["sources"]:
+            dropped = {k: v for k, v in s.items() if k not in ("path", "weight", "documents", "kept", "tokens")}
+            console.print(f"  {s['path']} (weight {s['weight']}): {s.get('documents', 0):,} read, {s.get('kept', 0):,} kept, "
+                          f"dropped {dropped or 'none'}")
+
+    return payload, render
+
+
+def cmd_tokenizer_train(args):
+    from itertools import chain
+
+    from wanka.data.bpe import train_bpe
+    from wanka.data.clean import normalize
+    from wanka.data.sources import documents, parse_source
+
+    sources = [parse_source(p) for p in args.input]
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SpecError("out", "a directory path", str(out))
+    tok = train_bpe((normalize(t) for t in chain.from_iterable(documents(s) for s in sources)), args.vocab)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tok.save(out / "tokenizer.json.tmp")
+        (out / "tokenizer.json.tmp").replace(out / "tokenizer.json")
+    except OSError as exc:
+        raise SpecError("out", "a writable directory", f"{out} ({exc.strerror})") from None
+    payload = {"out": str(out / "tokenizer.json"), "vocab_size": tok.vocab_size, "bos_id": tok.bos_id, "eos_id": tok.eos_id}
+
+    def render(console: Console) -> None:
+        console.print(f"BPE tokenizer with {tok.vocab_size:,} ids -> {out / 'tokenizer.json'}")
 
     return payload, render
 
