@@ -86,3 +86,26 @@ def test_export_hf_refuses_gelu_in_one_line(tmp_path):
     with pytest.raises(SpecError, match="model.activation"):
         _write_hf(tmp_path, {"model_spec": spec.model_dump(), "step": 0}, {}, None)
     assert not (tmp_path / "model.safetensors").exists()
+
+
+def test_export_hf_ships_the_runs_bpe_tokenizer(tmp_path):
+    """A run trained on BPE data: the HF export's tokenizer gives transformers the run's ids."""
+    pytest.importorskip("tokenizers")
+    from wanka.data.bpe import train_bpe
+    from wanka.data.corpus import generate
+    from wanka.data.tokenizer import load_tokenizer
+    from wanka.train.export import _write_hf
+    from wanka.train.model import Transformer
+
+    spec = load_model("tiny")
+    train_bpe([generate(300, seed=s) for s in range(4)], vocab=400).save(tmp_path / "tokenizer.json")
+    params = {k: v.detach() for k, v in Transformer(spec).state_dict().items()}
+    (tmp_path / "out").mkdir()
+    _write_hf(tmp_path / "out", {"model_spec": spec.model_dump(), "step": 3}, params, tmp_path / "tokenizer.json")
+    ours = load_tokenizer(tmp_path / "tokenizer.json")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "out"))
+    text = "the busy cluster restarts the job."
+    assert hf_tok(text)["input_ids"] == ours.encode(text)
+    assert hf_tok.eos_token_id == ours.eos_id
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (cfg["bos_token_id"], cfg["eos_token_id"], cfg["wanka_step"]) == (ours.bos_id, ours.eos_id, 3)
