@@ -6,7 +6,7 @@
   letter >= min_word_letters. Gopher's rules (Rae et al. 2021, arXiv:2112.11446, appendix A.1.1)
   use 80% for English web text; wanka's default is 0.5 because its shipped corpus is arithmetic.
 - Exact duplicates: an 8-byte BLAKE2b of the normalised text.
-- Near duplicates: MinHash (Broder 1997) over word 5-gram shingles, NUM_PERM = 64 hash functions
+- Near duplicates: MinHash (Broder 1997) over 5-gram shingles of lower-cased words, NUM_PERM = 64 hash functions
   h_k(x) = (a_k x + b_k mod 2^64) >> 32 (multiply-shift, Dietzfelbinger et al. 1997), cut into
   BANDS = 8 bands of ROWS = 8 (LSH banding, Leskovec, Rajaraman & Ullman, "Mining of Massive
   Datasets" section 3.4): two documents of Jaccard similarity s share a band with probability
@@ -29,6 +29,7 @@ import numpy as np
 
 NUM_PERM, BANDS, ROWS, SHINGLE_WORDS = 64, 8, 8, 5
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_LETTER_WORD = re.compile(r"(?<!\S)\S*?[^\W\d_]\S*")  # a whitespace-separated word with a letter in it
 _rng = np.random.default_rng(20240601)  # fixed: signatures must agree across runs and processes
 _A = _rng.integers(1, 1 << 63, NUM_PERM, dtype=np.uint64) | np.uint64(1)  # odd multipliers
 _B = _rng.integers(0, 1 << 63, NUM_PERM, dtype=np.uint64)
@@ -58,9 +59,8 @@ def quality_reason(text: str, cfg: CleanConfig) -> str | None:
         return "too_short"
     if len(text) > cfg.max_chars:
         return "too_long"
-    words = text.split()
-    with_letter = sum(1 for w in words if any(c.isalpha() for c in w))
-    if with_letter < cfg.min_word_letters * len(words):
+    with_letter = len(_LETTER_WORD.findall(text))
+    if with_letter < cfg.min_word_letters * len(text.split()):
         return "few_letters"
     return None
 
@@ -69,19 +69,24 @@ def exact_key(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8, person=b"wanka-exact").digest(), "little")
 
 
+def word_hashes(text: str) -> np.ndarray:
+    """CRC-32 of every whitespace-separated word of lower(text) (deterministic across processes,
+    unlike Python's salted hash())."""
+    return np.array([zlib.crc32(w.encode()) for w in text.lower().split()] or [0], dtype=np.uint64)
+
+
 def band_keys(text: str) -> np.ndarray:
     """BANDS uint64 LSH keys of `text`'s MinHash signature (band index mixed in)."""
-    words = text.lower().split()
-    wh = np.array([zlib.crc32(w.encode()) for w in words] or [0], dtype=np.uint64)
+    wh = word_hashes(text)
     n = max(1, len(wh) - SHINGLE_WORDS + 1)
-    if len(wh) < SHINGLE_WORDS:
-        shingles = (wh * _SHINGLE_MIX[: len(wh)]).sum(keepdims=True)
-    else:
-        shingles = sum(wh[j : j + n] * _SHINGLE_MIX[j] for j in range(SHINGLE_WORDS))
-    signature = ((shingles[:, None] * _A[None, :] + _B[None, :]) >> np.uint64(32)).min(axis=0)
-    rows = signature.reshape(BANDS, ROWS)
-    keys = (rows * _BAND_MIX).sum(axis=1) + np.arange(BANDS, dtype=np.uint64)
-    return keys
+    with np.errstate(over="ignore"):
+        if len(wh) < SHINGLE_WORDS:
+            shingles = (wh * _SHINGLE_MIX[: len(wh)]).sum(keepdims=True)
+        else:
+            shingles = sum(wh[j : j + n] * _SHINGLE_MIX[j] for j in range(SHINGLE_WORDS))
+        signature = ((shingles[:, None] * _A[None, :] + _B[None, :]) >> np.uint64(32)).min(axis=0)
+        rows = signature.reshape(BANDS, ROWS)
+        return (rows * _BAND_MIX).sum(axis=1) + np.arange(BANDS, dtype=np.uint64)
 
 
 class KeySet:
