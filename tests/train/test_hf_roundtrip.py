@@ -109,3 +109,22 @@ def test_export_hf_ships_the_runs_bpe_tokenizer(tmp_path):
     assert hf_tok.eos_token_id == ours.eos_id
     cfg = json.loads((tmp_path / "out" / "config.json").read_text())
     assert (cfg["bos_token_id"], cfg["eos_token_id"], cfg["wanka_step"]) == (ours.bos_id, ours.eos_id, 3)
+
+
+def test_wanka_export_ships_the_tokenizer_train_kept(tmp_path):
+    """`wanka train` keeps the data's tokenizer.json in the checkpoint root; export finds it from a step dir."""
+    pytest.importorskip("tokenizers")
+    from wanka.data.bpe import train_bpe
+    from wanka.data.corpus import generate
+    from wanka.data.tokenizer import load_tokenizer
+    from wanka.train.cli import _keep_tokenizer
+    from wanka.train.export import _write_wanka, run_tokenizer_file
+
+    train_bpe([generate(300, seed=1)], vocab=300).save(tmp_path / "data_tok.json")
+    _keep_tokenizer(tmp_path / "data_tok.json", tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "step_00000002").mkdir()
+    found = run_tokenizer_file(tmp_path / "ckpt" / "step_00000002")
+    assert found == tmp_path / "ckpt" / "tokenizer.json"
+    (tmp_path / "out").mkdir()
+    _write_wanka(tmp_path / "out", {"model_spec": load_model("tiny").model_dump(), "step": 2}, {}, "", found)
+    assert load_tokenizer(tmp_path / "out" / "tokenizer.json").vocab_size == 300
