@@ -14,7 +14,8 @@
   band with an earlier kept document is dropped (no pairwise Jaccard check: the band collision is
   the decision, as in datatrove's and Megatron's MinHash dedup).
 - Memory: `KeySet` stores 8-byte keys in an open-addressing numpy table at most half full, so the
-  whole dedup state costs 16 B x (1 + BANDS) = 144 B per kept document, whatever its length.
+  whole dedup state costs 16-32 B x (1 + BANDS) = 144-288 B per kept document (the table is 1/4
+  to 1/2 full between doublings), whatever its length.
 """
 
 from __future__ import annotations

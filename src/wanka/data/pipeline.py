@@ -3,7 +3,7 @@
 Streaming and bounded memory: documents are read one at a time (sources.py), sent to a pool of
 worker processes in batches with at most 2 x workers + 1 batches in flight, and the main process
 keeps only the current shard's tokens (<= shard_tokens + one document) and the dedup key sets
-(clean.py: 144 B per kept document). Workers normalise, filter, compute the exact and MinHash band
+(clean.py: 144-288 B per kept document). Workers normalise, filter, compute the exact and MinHash band
 keys and tokenise; the main process takes the dedup decisions in input order, so the output does
 not depend on the number of workers.
 
