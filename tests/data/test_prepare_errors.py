@@ -7,13 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from wanka.data.shards import TokenShards, prepare
+from wanka.data.corpus import generate
+from wanka.data.pipeline import prepare
+from wanka.data.shards import TokenShards
 from wanka.errors import SpecError
 
 
 @pytest.fixture
 def prepared(tmp_path):
-    (tmp_path / "a.txt").write_text("hello world " * 50)
+    (tmp_path / "a.txt").write_text("\n\n".join(generate(8, seed=i) for i in range(6)))  # 6 distinct documents
     prepare([tmp_path / "a.txt"], tmp_path / "d", shard_tokens=100)
     return tmp_path / "d"
 

@@ -1,7 +1,8 @@
 import torch
 
 from wanka.data.sampler import Sampler, SamplerState, microbatches
-from wanka.data.shards import TokenShards, prepare
+from wanka.data.pipeline import prepare
+from wanka.data.shards import TokenShards
 
 
 def _shards(tmp_path):

@@ -1,7 +1,7 @@
 import pytest
 
 from wanka.data.corpus import write_corpus
-from wanka.data.shards import prepare
+from wanka.data.pipeline import prepare
 
 
 @pytest.fixture(scope="session")

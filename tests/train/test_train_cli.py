@@ -50,7 +50,7 @@ def test_export_rejects_missing_checkpoint(run_cli, tmp_path):
 
 def test_data_prepare(run_json, tmp_path):
     (tmp_path / "a.txt").write_text("hello")
-    out = run_json("data", "prepare", str(tmp_path / "a.txt"), "--out", str(tmp_path / "d"))
+    out = run_json("data", "prepare", str(tmp_path / "a.txt"), "--out", str(tmp_path / "d"), "--min-chars", "1")
     assert out["tokens"] == 6 and out["shards"] == 1
 
 

@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 from wanka.data.corpus import write_corpus
-from wanka.data.shards import FORMAT, prepare
+from wanka.data.pipeline import prepare
+from wanka.data.shards import FORMAT
 
 
 def cache_dir() -> Path:
@@ -15,7 +16,7 @@ def cache_dir() -> Path:
 
 def default_data() -> Path:
     """Prepared shards of the shipped corpus (seed.txt + generated text); built once."""
-    out = cache_dir() / "data" / "corpus-v1"
+    out = cache_dir() / "data" / "corpus-v2"
     if (out / "meta.json").is_file() and FORMAT in (out / "meta.json").read_text():
         return out
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")

@@ -1,8 +1,9 @@
 """Tokenizers shared by training and serving, saved as one JSON file (tokenizer.json).
 
 The byte-level tokenizer maps UTF-8 bytes to ids 0-255 and adds BOS and EOS; it needs no
-training and round-trips any text. `load_tokenizer` dispatches on the file's "type" so that a
-trained tokenizer can be added beside it without changing callers.
+training and round-trips any text. A trained byte-level BPE (wanka.data.bpe) is saved in the
+Hugging Face `tokenizers` format instead; `load_tokenizer` tells the two apart ({"type": "byte"}
+versus a "model" object) so callers never need to know which one they hold.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ class ByteTokenizer:
     def decode(self, ids: list[int]) -> str:
         return bytes(i for i in ids if 0 <= i < 256).decode("utf-8", errors="replace")
 
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes token `token` stands for (b"" for BOS/EOS)."""
+        return bytes([token]) if 0 <= token < 256 else b""
+
     def to_json(self) -> dict:
         return {"type": self.type, "bos_id": self.bos_id, "eos_id": self.eos_id, "vocab_size": self.vocab_size}
 
@@ -35,8 +40,8 @@ class ByteTokenizer:
         Path(path).write_text(json.dumps(self.to_json(), indent=2))
 
 
-def load_tokenizer(path: str | Path) -> ByteTokenizer:
-    """Read a tokenizer.json written by `save`; a bad file is a one-line SpecError."""
+def load_tokenizer(path: str | Path):
+    """Read a tokenizer.json written by `save` (ByteTokenizer or BPETokenizer); a bad file is a one-line SpecError."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -45,4 +50,8 @@ def load_tokenizer(path: str | Path) -> ByteTokenizer:
     kind = data.get("type") if isinstance(data, dict) else None
     if kind == "byte":
         return ByteTokenizer()
-    raise SpecError("tokenizer.type", "one of: byte", kind, source=str(path))
+    if isinstance(data, dict) and isinstance(data.get("model"), dict):
+        from wanka.data.bpe import BPETokenizer
+
+        return BPETokenizer.from_file(path)
+    raise SpecError("tokenizer.type", 'one of: byte, or a Hugging Face tokenizers file (with "model")', kind, source=str(path))

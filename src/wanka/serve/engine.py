@@ -229,8 +229,8 @@ class Engine:
         if token == self.tokenizer.eos_id and not p.ignore_eos:
             reason = "stop"
         else:
-            if token < 256:  # byte tokenizer: ids 0-255 are UTF-8 bytes, the rest (BOS/EOS) no text
-                req.text += req.decoder.decode(bytes([token]))
+            # incremental UTF-8: a character split over two tokens comes out whole (BOS/EOS: no bytes)
+            req.text += req.decoder.decode(self.tokenizer.token_bytes(token))
             cut = min((i for i in (req.text.find(s) for s in p.stop) if i >= 0), default=-1)
             if cut >= 0:
                 req.text, reason, matched_stop = req.text[:cut], "stop", True

@@ -42,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="MoE with ep > 1: re-place experts with EPLB at each checkpoint, with this many extra replicas")
     t.add_argument("--grad-compression", help="zero=0 layouts: DDP gradient hook none | bf16 | powersgd")
     t.add_argument("--powersgd-rank", type=int, default=1, help="PowerSGD matrix approximation rank (default 1)")
+    t.add_argument("--init", help="hf:DIR - start from a Hugging Face Llama/Mixtral/Qwen2-MoE directory")
     t.add_argument("--collective-timeout", type=float, default=120.0, help="seconds before a stuck collective fails")
     json_flag(t)
     t.set_defaults(func=cmd_train)
@@ -49,17 +50,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("export", help="checkpoint -> safetensors + config.json + tokenizer.json for serving")
     e.add_argument("--ckpt", required=True, help="a run's checkpoint dir (newest valid step) or one step_N dir")
     e.add_argument("--out", required=True)
+    e.add_argument("--format", default="wanka", help="wanka (for `wanka serve`) or hf (Hugging Face Llama/Mixtral/Qwen2-MoE)")
     json_flag(e)
     e.set_defaults(func=cmd_export)
 
     d = sub.add_parser("data", help="training data")
-    dsub = d.add_subparsers(dest="data_command", metavar="{prepare}")
-    prep = dsub.add_parser("prepare", help="text files -> uint16 token shards (byte tokenizer)")
-    prep.add_argument("inputs", nargs="*", help="text files or directories (default: the shipped corpus)")
+    dsub = d.add_subparsers(dest="data_command", metavar="{prepare,tokenizer}")
+    prep = dsub.add_parser("prepare", help="text/JSONL/Parquet -> cleaned, deduplicated, tokenised indexed shards")
+    prep.add_argument("inputs", nargs="*", help="files or directories, PATH@WEIGHT for a mixture weight "
+                      "(default: the shipped corpus)")
     prep.add_argument("--out", required=True)
-    prep.add_argument("--shard-tokens", type=int, default=1 << 20)
+    prep.add_argument("--tokenizer", help="tokenizer.json (byte or BPE; default: the byte tokenizer)")
+    prep.add_argument("--workers", type=int, default=1, help="tokenising worker processes (0: in this process)")
+    prep.add_argument("--shard-tokens", type=int, default=1 << 20, help="tokens per shard (documents never split)")
+    prep.add_argument("--min-chars", type=int, default=16)
+    prep.add_argument("--max-chars", type=int, default=1 << 20)
+    prep.add_argument("--min-word-letters", type=float, default=0.5, help="share of words containing a letter")
+    prep.add_argument("--no-near-dedup", action="store_true", help="exact dedup only (no MinHash)")
     json_flag(prep)
     prep.set_defaults(func=cmd_prepare)
+    tk = dsub.add_parser("tokenizer", help="train a byte-level BPE tokenizer (tokenizers library)")
+    tksub = tk.add_subparsers(dest="tokenizer_command", metavar="{train}")
+    tt = tksub.add_parser("train", help="learn a BPE vocabulary from text/JSONL/Parquet")
+    tt.add_argument("--input", nargs="+", required=True, help="files or directories")
+    tt.add_argument("--vocab", type=int, required=True, help="vocabulary size (256 bytes + <s> + </s> + merges)")
+    tt.add_argument("--out", required=True, help="directory for tokenizer.json")
+    json_flag(tt)
+    tt.set_defaults(func=cmd_tokenizer_train)
+    tk.set_defaults(func=needs_subcommand("train", "wanka data tokenizer train --input texts/ --vocab 8000 --out tok/"))
     d.set_defaults(func=needs_subcommand("prepare", "wanka data prepare texts/*.txt --out data/"))
 
     la = sub.add_parser("launch", help="write a multi-node job file (sbatch script or JobSet manifest)")
@@ -105,7 +123,7 @@ def cmd_train(args):
                       prometheus_port=args.prometheus_port, collective_timeout_s=args.collective_timeout, peak_tflops=args.peak_tflops,
                       inject=args.inject, moe_capacity_factor=args.moe_capacity_factor, moe_bias_rate=args.moe_bias_rate,
                       moe_redundant_experts=args.moe_redundant_experts, grad_compression=args.grad_compression,
-                      powersgd_rank=args.powersgd_rank)
+                      powersgd_rank=args.powersgd_rank, init=args.init)
     for inj in cfg.injections:
         if inj.rank is not None and inj.rank >= args.nproc:
             raise SpecError("inject", f"rank < --nproc ({args.nproc})", str(inj))
@@ -123,6 +141,11 @@ def cmd_train(args):
     shards.verify_checksums()
     if shards.tokenizer.vocab_size > spec.vocab:
         raise SpecError("model.vocab", f">= the tokenizer's vocab ({shards.tokenizer.vocab_size})", spec.vocab)
+    if args.init:
+        from wanka.train.hf_init import parse_init, read_hf_dir
+
+        read_hf_dir(parse_init(args.init), spec)  # exit 2 with one line here, not in every worker
+    _keep_tokenizer(data / shards.meta["tokenizer"], Path(cfg.ckpt))
     result = run_local(cfg, data, args.nproc, args.max_restarts, progress=not args.json and sys.stderr.isatty())
 
     def render(console: Console) -> None:
@@ -134,20 +157,34 @@ def cmd_train(args):
     return result, render
 
 
+def _keep_tokenizer(tokenizer_file: Path, ckpt: Path) -> None:
+    """Copy the data's tokenizer.json into the checkpoint root: `wanka export` ships it."""
+    import shutil
+
+    try:
+        ckpt.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(tokenizer_file, ckpt / "tokenizer.json.tmp")
+        (ckpt / "tokenizer.json.tmp").replace(ckpt / "tokenizer.json")
+    except OSError as exc:
+        raise SpecError("ckpt", "a writable directory", f"{ckpt} ({exc.strerror})") from None
+
+
 def cmd_export(args):
     from wanka.train.export import export
 
-    result = export(Path(args.ckpt), Path(args.out))
+    result = export(Path(args.ckpt), Path(args.out), args.format)
 
     def render(console: Console) -> None:
-        console.print(f"exported step {result['step']} ({result['tensors']} tensors) from {result['checkpoint']} to {result['out']}")
+        console.print(f"exported step {result['step']} ({result['tensors']} tensors, format {result['format']}) "
+                      f"from {result['checkpoint']} to {result['out']}")
 
     return result, render
 
 
 def cmd_prepare(args):
+    from wanka.data.clean import CleanConfig
     from wanka.data.corpus import write_corpus
-    from wanka.data.shards import prepare
+    from wanka.data.pipeline import prepare
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -156,11 +193,43 @@ def cmd_prepare(args):
         inputs = [Path(p) for p in args.inputs] or write_corpus(out / "text")
     except OSError as exc:
         raise SpecError("out", "a writable directory", f"{out} ({exc.strerror})") from None
-    meta = prepare(inputs, out, args.shard_tokens)
-    payload = {"out": str(out), "tokens": meta["tokens"], "shards": len(meta["shards"]), "sources": meta["sources"]}
+    clean = CleanConfig(args.min_chars, args.max_chars, args.min_word_letters, not args.no_near_dedup)
+    meta = prepare(inputs, out, args.shard_tokens, args.tokenizer, args.workers, clean)
+    payload = {"out": str(out), "tokens": meta["tokens"], "documents": meta["documents"], "shards": len(meta["shards"]),
+               "sources": meta["sources"], "seconds": meta["seconds"]}
 
     def render(console: Console) -> None:
-        console.print(f"{meta['tokens']:,} tokens in {len(meta['shards'])} shard(s) -> {out}")
+        console.print(f"{meta['tokens']:,} tokens, {meta['documents']:,} documents in {len(meta['shards'])} shard(s) -> {out}")
+        for s in meta["sources"]:
+            dropped = {k: v for k, v in s.items() if k not in ("path", "weight", "documents", "kept", "tokens")}
+            console.print(f"  {s['path']} (weight {s['weight']}): {s.get('documents', 0):,} read, {s.get('kept', 0):,} kept, "
+                          f"dropped {dropped or 'none'}")
+
+    return payload, render
+
+
+def cmd_tokenizer_train(args):
+    from itertools import chain
+
+    from wanka.data.bpe import train_bpe
+    from wanka.data.clean import normalize
+    from wanka.data.sources import documents, parse_source
+
+    sources = [parse_source(p) for p in args.input]
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SpecError("out", "a directory path", str(out))
+    tok = train_bpe((normalize(t) for t in chain.from_iterable(documents(s) for s in sources)), args.vocab)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tok.save(out / "tokenizer.json.tmp")
+        (out / "tokenizer.json.tmp").replace(out / "tokenizer.json")
+    except OSError as exc:
+        raise SpecError("out", "a writable directory", f"{out} ({exc.strerror})") from None
+    payload = {"out": str(out / "tokenizer.json"), "vocab_size": tok.vocab_size, "bos_id": tok.bos_id, "eos_id": tok.eos_id}
+
+    def render(console: Console) -> None:
+        console.print(f"BPE tokenizer with {tok.vocab_size:,} ids -> {out / 'tokenizer.json'}")
 
     return payload, render
 

@@ -41,6 +41,7 @@ class TrainConfig:
     prometheus_port: int | None = None
     peak_tflops: float | None = None  # None = measured matmul rate (CPU) for MFU
     inject: list[str] = field(default_factory=list)
+    init: str | None = None          # hf:DIR - initial weights from a Hugging Face directory (train/hf_init.py)
 
     def __post_init__(self) -> None:
         for key in ("steps", "ckpt_every", "keep", "replica_check_every"):
@@ -49,8 +50,14 @@ class TrainConfig:
         if self.seq_len is not None and self.seq_len < 2:
             raise SpecError("seq-len", "an integer >= 2", self.seq_len)
         # written as `not (... )` so that NaN, which fails every comparison, is refused too
-        if not (0 < self.lr < math.inf and 0 <= self.min_lr <= self.lr):
-            raise SpecError("lr", "a finite lr > 0 and 0 <= min-lr <= lr", (self.lr, self.min_lr))
+        # lr = 0 is allowed: AdamW then leaves every weight bit-identical (p*(1-0*wd) - 0*update), which
+        # is how a conversion round trip (--init hf:DIR, train, export --format hf) is checked.
+        if not (0 <= self.lr < math.inf and 0 <= self.min_lr <= self.lr):
+            raise SpecError("lr", "a finite lr >= 0 and 0 <= min-lr <= lr", (self.lr, self.min_lr))
+        if self.init is not None:
+            from wanka.train.hf_init import parse_init
+
+            parse_init(self.init)
         if not (0 < self.collective_timeout_s < math.inf):
             raise SpecError("collective-timeout", "a finite number of seconds > 0", self.collective_timeout_s)
         if self.peak_tflops is not None and not (0 < self.peak_tflops < math.inf):

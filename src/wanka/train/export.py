@@ -1,5 +1,12 @@
-"""`wanka export --ckpt DIR --out DIR`: a committed checkpoint -> the serving contract
-(docs/serve.md "Export directory"; `wanka.serve.export` is its reader): config.json, model.safetensors (fp32), tokenizer.json.
+"""`wanka export --ckpt DIR --out DIR [--format wanka|hf]`: a committed checkpoint ->
+- wanka (default): the serving contract (docs/serve.md "Export directory"; `wanka.serve.export` is its reader): config.json,
+  model.safetensors (fp32), tokenizer.json;
+- hf: a Hugging Face Llama / Mixtral / Qwen2-MoE directory (train/hf_format.py): config.json,
+  generation_config.json, model.safetensors with HF names, tokenizer.json (tokenizers format),
+  tokenizer_config.json - what `transformers.AutoModelForCausalLM.from_pretrained` reads.
+
+The tokenizer is the one the run trained with: `wanka train` copies the data's tokenizer.json into
+the checkpoint root; checkpoints without one used the byte tokenizer.
 
 Runs in one process without torch.distributed: DCP reads the checkpoint's global tensors into a
 plain model's state dict, whatever layout or world size saved it.
@@ -16,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from wanka.data.tokenizer import ByteTokenizer
+from wanka.data.tokenizer import ByteTokenizer, load_tokenizer
 from wanka.errors import SpecError
 from wanka.train import checkpoint as ck
 from wanka.train.model import Transformer
@@ -70,12 +77,62 @@ def load_params(ckpt: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     return train_state, params
 
 
-def export(ckpt: Path, out: Path) -> dict:
+FORMATS = ("wanka", "hf")
+
+
+def run_tokenizer_file(ckpt: Path) -> Path | None:
+    """The tokenizer.json `wanka train` stored beside the run's step_N directories (None: byte)."""
+    for d in (ckpt, ckpt.parent):
+        if (d / "tokenizer.json").is_file():
+            return d / "tokenizer.json"
+    return None
+
+
+def _write_wanka(tmp: Path, train_state: dict, params: dict, digest: str, tok_file: Path | None) -> list[str]:
+    from safetensors.torch import save_file
+
+    config = {"format": "wanka-export-v1", "model": train_state["model_spec"], "dtype": "float32",
+              "step": train_state["step"], "params_sha256": digest, "tokenizer": "tokenizer.json"}
+    save_file(params, str(tmp / "model.safetensors"))
+    if tok_file is None:
+        ByteTokenizer().save(tmp / "tokenizer.json")
+    else:
+        shutil.copyfile(tok_file, tmp / "tokenizer.json")
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    return ["model.safetensors", "tokenizer.json", "config.json"]
+
+
+def _write_hf(tmp: Path, train_state: dict, params: dict, tok_file: Path | None) -> list[str]:
+    from safetensors.torch import save_file
+
+    from wanka.data.bpe import byte_tokenizer_json
+    from wanka.train.hf_format import hf_config, to_hf
+
+    spec = parse_model_spec(train_state["model_spec"])
+    tok = load_tokenizer(tok_file) if tok_file else ByteTokenizer()
+    if tok.vocab_size > spec.vocab:
+        raise SpecError("model.vocab", f">= the tokenizer's vocab ({tok.vocab_size})", spec.vocab)
+    config = hf_config(spec, tok.bos_id, tok.eos_id)  # refuses (one line) what HF cannot compute exactly
+    save_file(to_hf(spec, params), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    if isinstance(tok, ByteTokenizer):  # the same ids, in the tokenizers format transformers reads
+        (tmp / "tokenizer.json").write_text(byte_tokenizer_json())
+    else:
+        shutil.copyfile(tok_file, tmp / "tokenizer.json")
+    (tmp / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+        "add_bos_token": False, "add_eos_token": False, "model_max_length": spec.seq_len, "clean_up_tokenization_spaces": False}, indent=2))
+    (tmp / "generation_config.json").write_text(json.dumps({
+        "bos_token_id": tok.bos_id, "eos_token_id": tok.eos_id, "do_sample": True, "temperature": 1.0, "top_p": 1.0}, indent=2))
+    (tmp / "config.json").write_text(json.dumps({**config, "wanka_step": train_state["step"]}, indent=2))
+    return ["model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json", "config.json"]
+
+
+def export(ckpt: Path, out: Path, fmt: str = "wanka") -> dict:
     """Write the export into a hidden sibling directory, then move it into place: a failed export
     leaves no partial directory, and an existing `out` keeps its old files until the new ones are
     complete (config.json, which names the step and hash, goes in last)."""
-    from safetensors.torch import save_file
-
+    if fmt not in FORMATS:
+        raise SpecError("format", f"one of {', '.join(FORMATS)}", fmt)
     ckpt = resolve_checkpoint(Path(ckpt))
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -84,17 +141,17 @@ def export(ckpt: Path, out: Path) -> dict:
         raise SpecError("out", "a directory outside the checkpoint", str(out))
     train_state, params = load_params(ckpt)
     digest = sha256_of(params)
-    config = {"format": "wanka-export-v1", "model": train_state["model_spec"], "dtype": "float32",
-              "step": train_state["step"], "params_sha256": digest, "tokenizer": "tokenizer.json"}
+    tok_file = run_tokenizer_file(ckpt)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     except OSError as exc:
         raise SpecError("out", "a directory path that can be created", f"{out} ({exc.strerror})") from None
     try:
-        save_file(params, str(tmp / "model.safetensors"))
-        ByteTokenizer().save(tmp / "tokenizer.json")
-        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+        if fmt == "hf":
+            names = _write_hf(tmp, train_state, params, tok_file)
+        else:
+            names = _write_wanka(tmp, train_state, params, digest, tok_file)
         mode = 0o666 & ~_umask()  # safetensors writes 0600; an export is meant to be read by a server
         for f in tmp.iterdir():
             f.chmod(mode)
@@ -102,14 +159,14 @@ def export(ckpt: Path, out: Path) -> dict:
             tmp.chmod(0o777 & ~_umask())
             os.replace(tmp, out)
         else:
-            for name in ("model.safetensors", "tokenizer.json", "config.json"):
+            for name in names:
                 os.replace(tmp / name, out / name)
     except OSError as exc:
         raise SpecError("out", "a writable directory with room for the export", f"{out} ({exc.strerror})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {"out": str(out), "checkpoint": str(ckpt), "step": train_state["step"], "params_sha256": digest,
-            "tensors": len(params)}
+            "tensors": len(params), "format": fmt}
 
 
 def _umask() -> int:

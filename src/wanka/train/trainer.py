@@ -155,6 +155,19 @@ class Trainer:
         self.log.event({"event": "restored", "step": step, "attempt": self.restarts})
         return True
 
+    def load_init(self) -> None:
+        """Overwrite the seeded init with the --init directory's weights (each chunk takes its own
+        parameters; full tensors are sharded into FSDP/TP DTensors by set_model_state_dict)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        from wanka.train.hf_init import parse_init, read_hf_dir
+
+        full = read_hf_dir(parse_init(self.cfg.init), self.spec)
+        for chunk in self.par.chunks:
+            mine = {k: v for k, v in full.items() if k in chunk.state_dict()}
+            set_model_state_dict(chunk, mine, options=StateDictOptions(full_state_dict=True, strict=False))
+        self.log.event({"event": "init", "from": self.cfg.init, "tensors": len(full)})
+
     # ---- one step --------------------------------------------------------------------------
     def _amp(self):
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -341,6 +354,8 @@ class Trainer:
     # ---- whole run -------------------------------------------------------------------------
     def fit(self) -> dict:
         resumed = self.restore()
+        if not resumed and self.cfg.init:
+            self.load_init()
         if not resumed:
             self.log.event({"event": "start", "layout": str(self.layout), "world_size": self.world,
                             "flops_per_token": self.flops_per_token, "peak_tflops": self.peak_tflops})
