@@ -27,6 +27,7 @@ LAYER_CLIS = [
     "wanka.sim.cli",
     "wanka.train.cli",
     "wanka.serve.cli",
+    "wanka.control.cli",
 ]
 
 
