@@ -1,5 +1,7 @@
 """The REST API in-process (no jobs launched): bearer tokens, the two roles, 4xx naming the field, /metrics."""
 
+import re
+
 import pytest
 import yaml
 from fastapi.testclient import TestClient
@@ -68,14 +70,18 @@ def test_bad_requests_are_4xx_naming_the_field(api, body, field):
 
 
 def test_metrics_export_what_the_alert_rules_read(api, tmp_path):
-    client, auth, _ = api
+    client, auth, store = api
     client.post("/v1/jobs", json={"layout": "dp=2", "steps": 3, "ckpt": str(tmp_path / "a")}, headers=auth["alice"])
+    assert client.post("/v1/nodes/local/risk", json={"risk": 1.5}, headers=auth["root"]).json()["field"] == "risk"
+    assert client.post("/v1/nodes/local/risk", json={"risk": 0.2}, headers=auth["alice"]).status_code == 403
+    assert client.post("/v1/nodes/local/risk", json={"risk": 0.2}, headers=auth["root"]).json()["risk"] == 0.2
     text = client.get("/metrics").text
     assert 'wanka_control_jobs{state="queued"} 1.0' in text
+    assert 'wanka_control_node_risk{node="local"} 0.2' in text
     alerts = yaml.safe_load(prometheus_rules(load_rules()))["groups"][0]["rules"]
-    assert {a["alert"] for a in alerts} == {"WankaRankDead", "WankaJobHang", "WankaJobRestartsExhausted"}
-    for a in alerts:  # every metric an alert reads is one the service exports
-        for name in ("wanka_control_rank_exits_total", "wanka_control_job_seconds_since_step",
-                     "wanka_control_job_median_step_seconds", "wanka_control_job_restarts"):
-            if name in a["expr"]:
-                assert f"# TYPE {name.removesuffix('_total')}" in text
+    assert {a["alert"] for a in alerts} == {"WankaRankDead", "WankaJobHang", "WankaLossSpikes", "WankaNodeRisk",
+                                            "WankaJobRestartsExhausted"}
+    read = {m for a in alerts for m in re.findall(r"wanka_control_\w+", a["expr"])}
+    assert len(read) == 6
+    for name in read:  # every metric an alert reads is one the service exports
+        assert re.search(rf"^(# TYPE )?{name}[{{ ]", text, re.M), name  # a sample, or its declaration

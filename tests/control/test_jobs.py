@@ -157,3 +157,62 @@ def test_service_killed_mid_run_readopts_and_launches_nothing_twice(service_fact
     assert [a["decision"] for a in job["audit"]] == ["adopt"]
     assert steps_logged(ckpt) == list(range(1, STEPS + 1))  # every step once: no second trainer
     assert len(api(svc, "GET", "/v1/jobs")) == 1
+
+
+@pytest.mark.timeout(900)
+def test_nan_is_rolled_back_and_audited(service_factory, corpus_dir, tmp_path):
+    """The trainer rolls a NaN step back itself; under the service the job ends exactly as the same
+    run under plain `wanka train`, and the audit names the detection, decision and action."""
+    ref = subprocess.run([sys.executable, "-m", "wanka", "train", "--json", "--nproc", "2", "--layout", LAYOUT,
+                          "--seq-len", "64", "--steps", str(STEPS), "--ckpt-every", str(EVERY), "--data", str(corpus_dir),
+                          "--ckpt", str(tmp_path / "ref"), "--inject", "nan@step=4"], capture_output=True, text=True,
+                         timeout=600)
+    assert ref.returncode == 0, ref.stderr
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["nan@step=4"]))
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded" and job["attempt"] == 1
+    assert job["result"]["params_sha256"] == json.loads(ref.stdout)["params_sha256"]
+    [entry] = job["audit"]
+    assert entry["rule"] == "loss_spike" and entry["decision"] == "rollback"
+    assert entry["detection"] == "non-finite loss at batch 4"
+    assert entry["action"].startswith("trainer restored step 3, skips batches [4]")
+
+
+@pytest.mark.timeout(900)
+def test_repeated_spikes_relaunch_with_a_lower_lr(service_factory, corpus_dir, tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("loss_spike: {max_rollbacks: 2, lr_factor: 0.5}\n")
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules).start()
+    ckpt = tmp_path / "job"
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=["nan@step=4", "nan@step=8"]))
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded", job
+    relaunch = [a for a in job["audit"] if a["decision"] == "restart"]
+    assert len(relaunch) == 1 and relaunch[0]["rule"] == "loss_spike"
+    assert relaunch[0]["detection"].startswith("2 loss-spike rollbacks in attempt 1")
+    assert relaunch[0]["action"].endswith("with lr x0.5")
+    assert job["lr_scale"] == 0.5 and job["attempt"] == 2
+    assert json.loads((ckpt / "run.json").read_text())["lr"] == 3e-3 * 0.5  # what attempt 2 trained with
+    assert sum(a["decision"] == "rollback" for a in job["audit"]) >= 2
+
+
+@pytest.mark.timeout(900)
+def test_risky_node_is_drained_and_its_job_migrated(service_factory, corpus_dir, clean_sha, tmp_path):
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
+    ckpt = tmp_path / "job"
+    slow = [f"slow@step={s},rank=0" for s in range(3, STEPS + 1)]  # 0.5 s each: time to act mid-run; no numeric effect
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=slow))
+    wait_step(ckpt, 2)
+    api(svc, "POST", "/v1/nodes/local/risk", json={"risk": 0.9})
+    moved = wait_job(svc, job["id"], ("queued", "succeeded", "failed"))
+    assert moved["state"] == "queued", moved  # stopped mid-run; waits: the only node is drained
+    assert api(svc, "GET", "/v1/nodes")[0]["state"] == "drained"
+    assert launch_processes(job["id"], 1) == []
+    [entry] = moved["audit"]
+    assert entry["rule"] == "node_risk" and entry["decision"] == "drain_migrate"
+    assert entry["detection"] == "node local risk 0.900 > 0.5" and "no other node is up" in entry["action"]
+    api(svc, "POST", "/v1/nodes/local/undrain")
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded" and job["attempt"] == 2 and job["restarts"] == 1
+    assert job["result"]["params_sha256"] == clean_sha

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from wanka.control.local_backend import log_path
 from wanka.control.store import Store
@@ -27,6 +27,11 @@ class TokenRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     user: str
     role: str = "user"
+
+
+class RiskReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    risk: float = Field(ge=0.0, le=1.0)
 
 
 def create_app(store: Store, supervisor: Supervisor) -> FastAPI:
@@ -117,7 +122,12 @@ def create_app(store: Store, supervisor: Supervisor) -> FastAPI:
 
     @app.post("/v1/nodes/{name}/undrain")
     def undrain(name: str, who: tuple[str, str] = Depends(admin)) -> dict:
-        return store.set_node(name, state="up")
+        return store.set_node(name, state="up", risk=None)  # a repaired node starts with no risk on record
+
+    @app.post("/v1/nodes/{name}/risk")
+    def report_risk(name: str, body: RiskReport, who: tuple[str, str] = Depends(admin)) -> dict:
+        """A telemetry agent reports the node's failure risk; the supervisor's node_risk rule acts on it."""
+        return store.set_node(name, risk=body.risk)
 
     @app.post("/v1/tokens", status_code=201)
     def add_token(body: TokenRequest, who: tuple[str, str] = Depends(admin)) -> dict:

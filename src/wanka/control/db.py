@@ -41,7 +41,8 @@ class JobRow(Base):
     node: Mapped[str | None] = mapped_column(String(64), nullable=True)
     attempt: Mapped[int] = mapped_column(Integer, default=0)  # launches so far (1 = first launch)
     restarts: Mapped[int] = mapped_column(Integer, default=0)  # launches made by a recovery action
-    lr_scale: Mapped[float] = mapped_column(Float, default=1.0)
+    lr_scale: Mapped[float] = mapped_column(Float, default=1.0)  # the control plane's LR cut (loss_spike rule)
+    spikes_seen: Mapped[int] = mapped_column(Integer, default=0)  # the trainer's loss_spike events audited so far
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     pgid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     proc_start: Mapped[float | None] = mapped_column(Float, nullable=True)  # the pid's create time (pid reuse guard)

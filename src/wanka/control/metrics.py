@@ -34,10 +34,13 @@ def render_metrics(store, supervisor) -> str:
         if p.last_step is not None:
             step.labels(str(j["id"])).set(p.last_step)
     drained = Gauge("wanka_control_node_drained", "1 when the node is drained", ["node"], registry=reg)
+    risk = Gauge("wanka_control_node_risk", "the node's failure risk as last reported", ["node"], registry=reg)
     for n in store.nodes():
         drained.labels(n["name"]).set(n["state"] == "drained")
+        if n["risk"] is not None:
+            risk.labels(n["name"]).set(n["risk"])
     for name, help_text in (("rank_exits", "launches that exited before their last step"), ("hangs", "hangs detected"),
-                            ("launches", "launches started"), ("adopted", "launches re-adopted after a service restart")):
+                            ("launches", "launches started"), ("loss_spikes", "trainer loss-spike rollbacks seen"), ("adopted", "launches re-adopted after a service restart")):
         c = Counter(f"wanka_control_{name}", help_text, registry=reg)
         c.inc(supervisor.counters[name])
     return generate_latest(reg).decode()

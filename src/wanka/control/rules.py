@@ -35,9 +35,20 @@ class HangRule(_Strict):
     action: Literal["kill_restart", "alert"] = "kill_restart"
 
 
+class LossSpikeRule(_Strict):
+    max_rollbacks: int = Field(default=3, ge=1)
+    lr_factor: float = Field(default=0.5, gt=0, lt=1)
+
+
+class NodeRiskRule(_Strict):
+    threshold: float = Field(default=0.5, gt=0, lt=1)
+
+
 class Rules(_Strict):
     dead_rank: DeadRankRule = DeadRankRule()
     hang: HangRule = HangRule()
+    loss_spike: LossSpikeRule = LossSpikeRule()
+    node_risk: NodeRiskRule = NodeRiskRule()
 
 
 def load_rules(path: str | Path | None = None) -> Rules:
@@ -49,7 +60,7 @@ def load_rules(path: str | Path | None = None) -> Rules:
     except yaml.YAMLError as exc:
         raise SpecError("rules", "valid YAML", f"{path}: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
-        raise SpecError("rules", "a mapping of rule names (dead_rank, hang)", type(data).__name__, source=str(path))
+        raise SpecError("rules", "a mapping of rule names (dead_rank, hang, loss_spike, node_risk)", type(data).__name__, source=str(path))
     try:
         return Rules(**data)
     except ValidationError as exc:
@@ -69,6 +80,14 @@ def prometheus_rules(rules: Rules) -> str:
                   f"and wanka_control_job_seconds_since_step > {h.min_s}"),
          "labels": {"severity": "critical", "action": h.action},
          "annotations": {"summary": "job {{ $labels.job_id }} made no step for {{ $value }} s"}},
+        {"alert": "WankaLossSpikes",
+         "expr": f"increase(wanka_control_loss_spikes_total[1h]) >= {rules.loss_spike.max_rollbacks}",
+         "labels": {"severity": "warning", "action": "restart_lower_lr"},
+         "annotations": {"summary": "trainers rolled back {{ $value }} loss spikes in the last hour"}},
+        {"alert": "WankaNodeRisk",
+         "expr": f"wanka_control_node_risk > {rules.node_risk.threshold}",
+         "labels": {"severity": "critical", "action": "drain_migrate"},
+         "annotations": {"summary": "node {{ $labels.node }} failure risk {{ $value }}"}},
         {"alert": "WankaJobRestartsExhausted",
          "expr": f"wanka_control_job_restarts >= {rules.dead_rank.max_restarts}",
          "labels": {"severity": "critical"},

@@ -22,7 +22,7 @@ from wanka.control.local_backend import LocalBackend, log_path
 from wanka.control.rules import Rules
 from wanka.control.spec import train_command
 from wanka.control.store import Store
-from wanka.control.watch import last_error, newest_checkpoint_step, progress
+from wanka.control.watch import last_error, newest_checkpoint_step, progress, spike_events
 from wanka.sched import Job, Scheduler, Start
 
 
@@ -44,7 +44,7 @@ class Supervisor:
         self.node_names = [n["name"] for n in nodes]
         self.cluster = inventory_cluster(nodes)
         self.sched = Scheduler(self.cluster, queue="priority", backfill=False, preemption=False, borrowing=False)
-        self.counters = {"rank_exits": 0, "hangs": 0, "launches": 0, "adopted": 0}
+        self.counters = {"rank_exits": 0, "hangs": 0, "launches": 0, "adopted": 0, "loss_spikes": 0}
         self._lock = threading.Lock()
 
     @property
@@ -115,6 +115,9 @@ class Supervisor:
 
     def _sync_nodes(self) -> None:
         for i, node in enumerate(self.store.nodes()):
+            if node["state"] == "up" and node["risk"] is not None and node["risk"] > self.rules.node_risk.threshold:
+                self._drain_and_migrate(i, node)
+                node = {**node, "state": "drained"}
             drained = node["state"] == "drained"
             if drained and i not in self.sched.drained:
                 self.sched.drain_nodes([i], time.time())
@@ -151,7 +154,8 @@ class Supervisor:
 
     def _watch(self, job: dict, now: float) -> None:
         if self.backend.alive(job["pid"], job["proc_start"]):
-            self._check_hang(job, now)
+            if not self._check_hang(job, now):
+                self._check_spikes(job, now)
             return
         code = self.backend.exit_code(job["ckpt"], job["attempt"])
         result_file = Path(job["ckpt"]) / "result.json"
@@ -164,7 +168,7 @@ class Supervisor:
                      else f"attempt {job['attempt']} leader pid {job['pid']} is gone without an exit code")
         self._recover_or_fail(job, now, "dead_rank", detection, self.rules.dead_rank.action == "restart")
 
-    def _check_hang(self, job: dict, now: float) -> None:
+    def _check_hang(self, job: dict, now: float) -> bool:
         rule = self.rules.hang
         p = progress(job["ckpt"])
         launched_at = job["proc_start"] or now
@@ -175,15 +179,62 @@ class Supervisor:
             limit = max(rule.min_s, rule.factor * (p.median_step_s or 0.0))
             what = f"no step after step {p.last_step} (median step {p.median_step_s or 0.0:.3f} s)"
         if idle <= limit:
-            return
+            return False
         self.counters["hangs"] += 1
         detection = f"{what} for {idle:.1f} s > {limit:.1f} s"
         if rule.action == "alert":
-            return
+            return False
         stopped = self.backend.stop(job["id"], job["attempt"], graceful_s=0)
         self._recover_or_fail(job, now, "hang", detection + f"; killed {stopped} process(es)", True)
+        return True
 
-    def _recover_or_fail(self, job: dict, now: float, rule: str, detection: str, restart: bool) -> None:
+    def _check_spikes(self, job: dict, now: float) -> None:
+        """Audit each rollback the trainer made; after max_rollbacks in one launch, relaunch with a lower LR."""
+        events = spike_events(job["ckpt"])
+        for e in events[job["spikes_seen"]:]:
+            self.counters["loss_spikes"] += 1
+            self.store.audit(rule="loss_spike", detection=f"{e.get('reason')} at batch {e.get('batch')}",
+                             decision="rollback", action=f"trainer restored step {e.get('rolled_back_to')}, skips batches "
+                             f"{e.get('skipped_batches')}, trainer lr_scale {e.get('lr_scale')}",
+                             reason="the trainer's in-process rollback (docs/train.md)", detected_at=e.get("time", now),
+                             job_id=job["id"], node=job["node"])
+        if len(events) > job["spikes_seen"]:
+            self.store.update_job(job["id"], spikes_seen=len(events))
+        rule = self.rules.loss_spike
+        in_launch = [e for e in events if e.get("time", 0) >= (job["proc_start"] or now)]
+        if len(in_launch) < rule.max_rollbacks:
+            return
+        stopped = self.backend.stop(job["id"], job["attempt"], graceful_s=0)
+        lr_scale = job["lr_scale"] * rule.lr_factor
+        self.store.update_job(job["id"], lr_scale=lr_scale)
+        detection = (f"{len(in_launch)} loss-spike rollbacks in attempt {job['attempt']} (>= {rule.max_rollbacks}); "
+                     f"killed {stopped} process(es)")
+        self._recover_or_fail(self.store.job(job["id"]), now, "loss_spike", detection, True,
+                              note=f" with lr x{lr_scale:g}")
+
+    def _drain_and_migrate(self, index: int, node: dict) -> None:
+        """Drain a risky node; each job there stops and queues again, to restart from its newest checkpoint."""
+        now = time.time()
+        self.store.set_node(node["name"], state="drained")
+        moved = []
+        for job in self.store.active_jobs():
+            if job["node"] == node["name"] and job["state"] in ("launching", "running"):
+                self.backend.stop(job["id"], job["attempt"], graceful_s=0)
+                self.store.update_job(job["id"], state="queued", restarts=job["restarts"] + 1, pid=None, pgid=None,
+                                      proc_start=None)
+                moved.append(job["id"])
+        self.sched.fail_nodes([index], now)  # the scheduler requeues its jobs in their original place
+        self.sched.drain_nodes([index], now)
+        spare = any(n["state"] == "up" for n in self.store.nodes())
+        where = ("it restarts from its newest checkpoint on another node" if spare
+                 else "no other node is up: it waits for one, then restarts from its newest checkpoint")
+        for job_id in moved or [None]:
+            self.store.audit(rule="node_risk", detection=f"node {node['name']} risk {node['risk']:.3f} > "
+                             f"{self.rules.node_risk.threshold}", decision="drain_migrate",
+                             action=f"drained {node['name']}" + (f"; stopped and requeued job {job_id} ({where})" if job_id else ""),
+                             reason="node_risk rule", detected_at=now, job_id=job_id, node=node["name"])
+
+    def _recover_or_fail(self, job: dict, now: float, rule: str, detection: str, restart: bool, note: str = "") -> None:
         limit = self.rules.dead_rank.max_restarts
         if restart and job["restarts"] < limit:
             step = newest_checkpoint_step(job["ckpt"])
@@ -192,7 +243,7 @@ class Supervisor:
             self._start(fresh, job["attempt"] + 1, job["node"])
             self.store.audit(rule=rule, detection=detection, decision="restart",
                              action=f"launched attempt {job['attempt'] + 1} from "
-                                    + (f"checkpoint step {step}" if step is not None else "step 0 (no checkpoint yet)"),
+                                    + (f"checkpoint step {step}" if step is not None else "step 0 (no checkpoint yet)") + note,
                              reason=f"restart {job['restarts'] + 1} of at most {limit}", detected_at=now,
                              job_id=job["id"], node=job["node"])
             return

@@ -68,3 +68,20 @@ def newest_checkpoint_step(ckpt: str) -> int | None:
 
     found = latest_valid(Path(ckpt), log=lambda _: None)
     return None if found is None else found[0]
+
+
+def spike_events(ckpt: str) -> list[dict]:
+    """The trainer's loss_spike events (events.jsonl, rank 0; one per in-process rollback), oldest first."""
+    out = []
+    try:
+        with open(Path(ckpt) / "events.jsonl") as f:
+            for line in f:
+                if '"loss_spike"' not in line:
+                    continue
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a line being written
+    except OSError:
+        pass
+    return out
