@@ -60,8 +60,8 @@ class Supervisor:
         placed = [j for j in active if j["state"] in ("launching", "running")]
         for job in placed:  # re-placed first, in submission order, so they get their slots back
             self._submit(job)
-        self._sync_nodes()
         self.sched.schedule(now)
+        self._sync_nodes()  # after: a drain keeps running jobs, but would leave them queued in the scheduler
         for job in placed:
             tag_procs = []
             if job["state"] == "running" and self.backend.alive(job["pid"], job["proc_start"]):
