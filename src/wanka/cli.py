@@ -57,13 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     # Each layer adds its subcommands; the layer modules import this one, hence the late import.
     from wanka.cluster import cli as cluster_cli  # noqa: PLC0415
+    from wanka.control import cli as control_cli  # noqa: PLC0415
     from wanka.plan import cli as plan_cli  # noqa: PLC0415
     from wanka.sched import cli as sched_cli  # noqa: PLC0415
     from wanka.serve import cli as serve_cli  # noqa: PLC0415
     from wanka.sim import cli as sim_cli  # noqa: PLC0415
     from wanka.train import cli as train_cli  # noqa: PLC0415
 
-    for layer in (cluster_cli, plan_cli, sched_cli, sim_cli, train_cli, serve_cli):
+    for layer in (cluster_cli, plan_cli, sched_cli, sim_cli, train_cli, serve_cli, control_cli):
         layer.register(sub)
     return parser
 

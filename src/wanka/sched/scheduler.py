@@ -184,6 +184,18 @@ class Scheduler(NodeHealth, RoomMaker):
         js.status, js.end_s = "done", now_s
         self.stats["finished"] += 1
 
+    def withdraw(self, job_id: str, now_s: float) -> None:
+        """A queued job leaves the queue without running (cancelled by its owner); a running one finishes."""
+        js = self.jobs[job_id]
+        if js.status == "running":
+            self.finish(job_id, now_s)
+        elif js.status == "queued":
+            del self.queue[bisect.bisect_left(self.queue, (js.key, job_id))]
+            js.status, js.end_s = "done", now_s
+            if self.head == job_id:
+                self.head, self._reserve = None, None
+            self._dirty = True
+
     # ---- queue and quotas --------------------------------------------------------------------
     def _key(self, job: Job) -> tuple:
         self._seq += 1

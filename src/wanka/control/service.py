@@ -1,0 +1,63 @@
+"""`wanka control up`: open (and migrate) the DB, register this machine as the `local` node, re-adopt
+running jobs, then serve the API while the supervisor thread ticks.
+
+The first start on an empty DB mints an admin token and writes it to STATE_DIR/admin.token (mode
+0600); clients read it from there, or from --token / $WANKA_TOKEN.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+from wanka.errors import SpecError
+
+
+def admin_token_path(state_dir: Path) -> Path:
+    return state_dir / "admin.token"
+
+
+def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path, rules_path: str | None,
+          poll_s: float = 0.5) -> None:
+    import uvicorn
+
+    from wanka.control.api import create_app
+    from wanka.control.db import default_db_url, open_db
+    from wanka.control.rules import load_rules
+    from wanka.control.store import Store
+    from wanka.control.supervisor import Supervisor
+
+    if not 0 < port < 65536:
+        raise SpecError("port", "an integer in 1..65535", port)
+    if slots < 1:
+        raise SpecError("slots", "an integer >= 1 (ranks this node runs at once)", slots)
+    if poll_s <= 0:
+        raise SpecError("poll", "seconds > 0", poll_s)
+    rules = load_rules(rules_path)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    _, sessions = open_db(db_url or default_db_url(state_dir))
+    store = Store(sessions)
+    store.ensure_node("local", slots)
+    if not store.has_tokens():
+        token = store.add_token("admin", "admin")
+        path = admin_token_path(state_dir)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        sys.stderr.write(f"wanka control: admin token written to {path}\n")
+    supervisor = Supervisor(store, rules)
+    adopted = supervisor.recover()
+    sys.stderr.write(f"wanka control: re-adopted {len(adopted)} running job(s)\n")
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop, poll_s), name="supervisor", daemon=True)
+    thread.start()
+    app = create_app(store, supervisor)
+    sys.stderr.write(f"wanka control: serving on http://{host}:{port}\n")
+    sys.stderr.flush()
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        stop.set()
+        thread.join(timeout=30)

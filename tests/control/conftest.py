@@ -1,0 +1,186 @@
+"""Fixtures for the control plane: a real PostgreSQL server (session), a fresh DB per test on SQLite
+and on PostgreSQL, prepared corpus shards, and `wanka control up` as a real subprocess."""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from wanka.data.corpus import write_corpus
+from wanka.data.shards import prepare
+
+
+def _pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[4]))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PostgresServer:
+    """initdb + pg_ctl in a temp dir, listening only on a unix socket there (as `postgres` when root)."""
+
+    def __init__(self):
+        self.bin = _pg_bin()
+        if self.bin is None:
+            raise RuntimeError("no initdb found (apt-get install postgresql)")
+        self.root = Path(tempfile.mkdtemp(prefix="wanka-pg-"))
+        self.port = _free_port()
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:  # initdb refuses to run as root
+            pw = pwd.getpwnam("postgres")
+            os.chown(self.root, pw.pw_uid, pw.pw_gid)
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        self._run("initdb", "-D", str(self.root / "data"), "-A", "trust", "-U", "postgres", "--no-sync")
+        opts = f"-k {self.root} -p {self.port} -c listen_addresses='' -c fsync=off -c max_connections=200"
+        self._run("pg_ctl", "-D", str(self.root / "data"), "-o", opts, "-w", "-t", "120", "-l", str(self.root / "log"), "start")
+        self._names = itertools.count()
+
+    def _run(self, tool: str, *args: str) -> None:
+        out = subprocess.run([*self.as_user, str(self.bin / tool), *args], capture_output=True, text=True, timeout=180)
+        if out.returncode != 0:
+            log = (self.root / "log").read_text() if (self.root / "log").exists() else ""
+            raise RuntimeError(f"{tool} failed: {out.stderr.strip()} {log[-500:]}")
+
+    def url(self, db: str) -> str:
+        return f"postgresql+psycopg://postgres@/{db}?host={self.root}&port={self.port}"
+
+    def new_database(self) -> str:
+        import psycopg
+
+        name = f"wanka_{next(self._names)}"
+        with psycopg.connect(host=str(self.root), port=self.port, user="postgres", dbname="postgres", autocommit=True) as c:
+            c.execute(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+    def stop(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", str(self.root / "data"), "-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A running PostgreSQL server. In CI (CI set) a server that cannot start fails the tests; on a
+    developer machine without PostgreSQL installed they are skipped with the reason."""
+    try:
+        server = PostgresServer()
+    except (RuntimeError, KeyError, OSError, subprocess.TimeoutExpired) as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL could not start in CI: {exc}")
+        pytest.skip(f"PostgreSQL not available here ({exc}); CI installs it in .ci/run")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    return request.getfixturevalue("postgres").new_database()
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    prepare(write_corpus(root / "text", n_sentences=4000), root / "shards")
+    return root / "shards"
+
+
+class Service:
+    """`wanka control up` as a real process; `start()` returns once it says it is serving."""
+
+    def __init__(self, db: str, state_dir: Path, rules: Path | None = None, slots: int = 2):
+        self.db, self.state_dir, self.rules, self.slots = db, state_dir, rules, slots
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self, timeout_s: float = 180) -> "Service":
+        self.starts += 1
+        log = self.state_dir / f"service-{self.starts}.log"
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "wanka", "control", "up", "--db", self.db, "--port", str(self.port),
+               "--state-dir", str(self.state_dir), "--slots", str(self.slots), "--poll", "0.3"]
+        if self.rules:
+            cmd += ["--rules", str(self.rules)]
+        env = {**os.environ, "WANKA_TEST_SERVICE": str(self.state_dir)}  # inherited by every job process
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True, env=env)
+        deadline = time.monotonic() + timeout_s
+        while "serving on" not in log.read_text():  # the service's own line, written before uvicorn binds
+            assert self.proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"service did not start: {log.read_text()}"
+            time.sleep(0.2)
+        import httpx
+
+        while True:  # uvicorn binds right after that line
+            try:
+                httpx.get(self.url + "/healthz", timeout=5)
+                return self
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, f"service did not answer: {log.read_text()}"
+                time.sleep(0.2)
+
+    @property
+    def token(self) -> str:
+        return (self.state_dir / "admin.token").read_text().strip()
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+
+
+@pytest.fixture
+def service_factory(tmp_path):
+    started: list[Service] = []
+
+    def make(db: str, rules: Path | None = None) -> Service:
+        s = Service(db, tmp_path / f"state{len(started)}", rules)
+        started.append(s)
+        return s
+
+    yield make
+    import psutil
+
+    for s in started:
+        s.stop()
+        mine = []
+        for p in psutil.process_iter(["pid"]):  # the jobs' processes outlive the service by design
+            try:
+                if p.environ().get("WANKA_TEST_SERVICE") == str(s.state_dir):
+                    mine.append(p)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        for p in mine:
+            p.kill()
+        psutil.wait_procs(mine, timeout=30)

@@ -1,0 +1,220 @@
+"""Real jobs through a real `wanka control up`: completion, a killed rank, a hung rank, cancel, and a
+kill -9 of the service itself. Each ends with the uninterrupted fp32 run's params_sha256; every wait
+polls the service's DB state or the trainer's metrics.jsonl, bounded."""
+
+import json
+import subprocess
+import sys
+import time
+
+import httpx
+import psutil
+import pytest
+
+from wanka.control.local_backend import TAG
+
+pytestmark = pytest.mark.slow
+
+LAYOUT = "dp=2,precision=fp32,gbs=4,mbs=2"
+STEPS, EVERY = 10, 3
+
+
+@pytest.fixture(scope="session")
+def clean_sha(corpus_dir, tmp_path_factory):
+    """params_sha256 of the same run under plain `wanka train`, uninterrupted."""
+    out = subprocess.run([sys.executable, "-m", "wanka", "train", "--json", "--nproc", "2", "--layout", LAYOUT,
+                          "--seq-len", "64", "--steps", str(STEPS), "--ckpt-every", str(EVERY), "--data", str(corpus_dir),
+                          "--ckpt", str(tmp_path_factory.mktemp("clean"))], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["params_sha256"]
+
+
+def job_body(corpus_dir, ckpt, steps=STEPS, inject=()):
+    return {"layout": LAYOUT, "seq_len": 64, "steps": steps, "ckpt_every": EVERY, "data": str(corpus_dir),
+            "ckpt": str(ckpt), "inject": list(inject)}
+
+
+def api(svc, method, path, **kw):
+    r = httpx.request(method, svc.url + path, headers={"Authorization": f"Bearer {svc.token}"}, timeout=60, **kw)
+    assert r.status_code < 400, r.text
+    return r.json()
+
+
+def wait_job(svc, job_id, states, timeout_s=420):
+    """Poll the job's state in the service until it is one of `states` (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job = api(svc, "GET", f"/v1/jobs/{job_id}")
+        if job["state"] in states:
+            return job
+        assert time.monotonic() < deadline, f"job {job_id} stuck in {job['state']}: {job}"
+        time.sleep(0.3)
+
+
+def wait_step(ckpt, step, timeout_s=300):
+    """Poll the trainer's metrics.jsonl until rank 0 has logged `step` (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    path = ckpt / "metrics.jsonl"
+    while not (path.exists() and any(json.loads(l)["step"] >= step for l in path.read_text().splitlines() if l.strip())):
+        assert time.monotonic() < deadline, f"no step {step} in {path}"
+        time.sleep(0.3)
+
+
+def launch_processes(job_id, attempt):
+    out = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.environ().get(TAG) == f"{job_id}:{attempt}" and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return out
+
+
+def steps_logged(ckpt):
+    return [json.loads(l)["step"] for l in (ckpt / "metrics.jsonl").read_text().splitlines() if l.strip()]
+
+
+@pytest.mark.timeout(900)
+def test_submit_trains_to_completion(service_factory, corpus_dir, clean_sha, tmp_path, run_cli):
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
+    ckpt = tmp_path / "job"
+    common = ("--url", svc.url, "--token", svc.token)
+    code, out, err = run_cli("control", "submit", *common, "--layout", LAYOUT, "--seq-len", "64", "--steps", str(STEPS),
+                             "--ckpt-every", str(EVERY), "--data", str(corpus_dir), "--ckpt", str(ckpt), "--json")
+    assert code == 0, err
+    job_id = json.loads(out)["id"]
+    job = wait_job(svc, job_id, ("succeeded", "failed"))
+    assert job["state"] == "succeeded" and job["attempt"] == 1 and job["restarts"] == 0
+    assert job["result"]["params_sha256"] == clean_sha
+    assert job["node"] == "local" and job["pid"] and job["pgid"] == job["pid"]
+    code, out, _ = run_cli("control", "logs", str(job_id), *common, "--json")
+    assert clean_sha in json.loads(out)["log"]  # `wanka train --json` printed its result into the launch log
+    code, out, err = run_cli("control", "submit", *common, "--layout", "dp=2", "--steps", "0", "--ckpt", str(ckpt))
+    assert code == 2 and err.strip().endswith("steps: expected greater than or equal to 1, got 0")
+
+
+@pytest.mark.timeout(900)
+def test_killed_rank_is_restarted_from_the_newest_checkpoint(service_factory, corpus_dir, clean_sha, tmp_path):
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["kill@step=5,rank=1"]))
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded", job
+    assert job["restarts"] == 1 and job["attempt"] == 2
+    assert job["result"]["params_sha256"] == clean_sha
+    [entry] = job["audit"]
+    assert entry["rule"] == "dead_rank" and entry["decision"] == "restart"
+    assert "attempt 1 exited with code" in entry["detection"]
+    assert entry["action"] == "launched attempt 2 from checkpoint step 3"
+    assert entry["detected_at"] <= entry["acted_at"]
+
+
+@pytest.mark.timeout(900)
+def test_hung_rank_is_killed_and_restarted(service_factory, corpus_dir, clean_sha, tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("hang: {factor: 20, min_s: 30, startup_grace_s: 600}\n")
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules).start()
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["hang@step=5,rank=1"]))
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded", job
+    assert job["result"]["params_sha256"] == clean_sha
+    hangs = [a for a in job["audit"] if a["rule"] == "hang"]
+    # on a heavily loaded machine a slow healthy step can also pass min_s; that launch restarts exactly too
+    assert hangs and all(h["decision"] == "restart" and "killed" in h["detection"] for h in hangs), hangs
+    real = [h for h in hangs if "no step after step 5 " in h["detection"]]
+    assert len(real) == 1 and real[0]["action"].endswith("from checkpoint step 3"), hangs
+    assert job["restarts"] == len(hangs)
+    assert all(launch_processes(job["id"], a) == [] for a in range(1, job["attempt"]))
+
+
+@pytest.mark.timeout(600)
+def test_cancel_stops_every_process_of_the_job(service_factory, corpus_dir, tmp_path, run_cli):
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", steps=100000))
+    wait_step(tmp_path / "job", 1)
+    assert len(launch_processes(job["id"], 1)) >= 4  # sh, wanka train, torchrun, 2 workers
+    code, _, err = run_cli("control", "cancel", str(job["id"]), "--url", svc.url, "--token", svc.token)
+    assert code == 0, err
+    job = wait_job(svc, job["id"], ("cancelled",))
+    assert job["audit"][-1]["decision"] == "cancel"
+    assert launch_processes(job["id"], 1) == []
+
+
+@pytest.mark.timeout(900)
+def test_service_killed_mid_run_readopts_and_launches_nothing_twice(service_factory, corpus_dir, clean_sha, db_url,
+                                                                      tmp_path):
+    svc = service_factory(db_url).start()
+    ckpt = tmp_path / "job"
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt))
+    wait_step(ckpt, 2)
+    before = wait_job(svc, job["id"], ("running",))
+    svc.kill9()
+    assert psutil.pid_exists(before["pid"])  # the job runs on without its supervisor
+    svc.start()
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded", job
+    assert job["attempt"] == 1 and job["restarts"] == 0  # launched once
+    assert job["pid"] == before["pid"] and job["proc_start"] == before["proc_start"]
+    assert job["result"]["params_sha256"] == clean_sha
+    assert [a["decision"] for a in job["audit"]] == ["adopt"]
+    assert steps_logged(ckpt) == list(range(1, STEPS + 1))  # every step once: no second trainer
+    assert len(api(svc, "GET", "/v1/jobs")) == 1
+
+
+@pytest.mark.timeout(900)
+def test_nan_is_rolled_back_and_audited(service_factory, corpus_dir, tmp_path):
+    """The trainer rolls a NaN step back itself; under the service the job ends exactly as the same
+    run under plain `wanka train`, and the audit names the detection, decision and action."""
+    ref = subprocess.run([sys.executable, "-m", "wanka", "train", "--json", "--nproc", "2", "--layout", LAYOUT,
+                          "--seq-len", "64", "--steps", str(STEPS), "--ckpt-every", str(EVERY), "--data", str(corpus_dir),
+                          "--ckpt", str(tmp_path / "ref"), "--inject", "nan@step=4"], capture_output=True, text=True,
+                         timeout=600)
+    assert ref.returncode == 0, ref.stderr
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["nan@step=4"]))
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded" and job["attempt"] == 1
+    assert job["result"]["params_sha256"] == json.loads(ref.stdout)["params_sha256"]
+    [entry] = job["audit"]
+    assert entry["rule"] == "loss_spike" and entry["decision"] == "rollback"
+    assert entry["detection"] == "non-finite loss at batch 4"
+    assert entry["action"].startswith("trainer restored step 3, skips batches [4]")
+
+
+@pytest.mark.timeout(900)
+def test_repeated_spikes_relaunch_with_a_lower_lr(service_factory, corpus_dir, tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("loss_spike: {max_rollbacks: 2, lr_factor: 0.5}\n")
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules).start()
+    ckpt = tmp_path / "job"
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=["nan@step=4", "nan@step=8"]))
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded", job
+    relaunch = [a for a in job["audit"] if a["decision"] == "restart"]
+    assert len(relaunch) == 1 and relaunch[0]["rule"] == "loss_spike"
+    assert relaunch[0]["detection"].startswith("2 loss-spike rollbacks in attempt 1")
+    assert relaunch[0]["action"].endswith("with lr x0.5")
+    assert job["lr_scale"] == 0.5 and job["attempt"] == 2
+    assert json.loads((ckpt / "run.json").read_text())["lr"] == 3e-3 * 0.5  # what attempt 2 trained with
+    assert sum(a["decision"] == "rollback" for a in job["audit"]) >= 2
+
+
+@pytest.mark.timeout(900)
+def test_risky_node_is_drained_and_its_job_migrated(service_factory, corpus_dir, clean_sha, tmp_path):
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
+    ckpt = tmp_path / "job"
+    slow = [f"slow@step={s},rank=0" for s in range(3, STEPS + 1)]  # 0.5 s each: time to act mid-run; no numeric effect
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=slow))
+    wait_step(ckpt, 2)
+    api(svc, "POST", "/v1/nodes/local/risk", json={"risk": 0.9})
+    moved = wait_job(svc, job["id"], ("queued", "succeeded", "failed"))
+    assert moved["state"] == "queued", moved  # stopped mid-run; waits: the only node is drained
+    assert api(svc, "GET", "/v1/nodes")[0]["state"] == "drained"
+    assert launch_processes(job["id"], 1) == []
+    [entry] = moved["audit"]
+    assert entry["rule"] == "node_risk" and entry["decision"] == "drain_migrate"
+    assert entry["detection"] == "node local risk 0.900 > 0.5" and "no other node is up" in entry["action"]
+    api(svc, "POST", "/v1/nodes/local/undrain")
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded" and job["attempt"] == 2 and job["restarts"] == 1
+    assert job["result"]["params_sha256"] == clean_sha
