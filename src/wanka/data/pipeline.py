@@ -166,7 +166,31 @@ def _results(pool, sources, cursor, max_chars, workers: int):
 def prepare(inputs: list, out: Path, shard_tokens: int = 1 << 20, tokenizer: str | Path | None = None,
             workers: int = 0, clean: CleanConfig | None = None) -> dict:
     """Prepare `inputs` (paths, "PATH@WEIGHT" strings or Sources) into indexed shards in `out`
-    (workers=0: tokenise in this process; the CLI defaults to one worker process)."""
+    (workers=0: tokenise in this process; the CLI defaults to one worker process). An input error
+    leaves nothing behind: an output directory this call created is removed again."""
+    created = not Path(out).exists()
+    try:
+        return _prepare(inputs, Path(out), shard_tokens, tokenizer, workers, clean)
+    except SpecError:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _check_some_document(sources: list[Source], clean: CleanConfig) -> None:
+    """Read the sources up to their first document that passes the filters (a valid corpus stops at
+    once; an empty, undecodable or all-filtered one is refused here, before the output exists)."""
+    for source in sources:
+        for text in documents(source, clean.max_chars):
+            if quality_reason(normalize(text), clean) is None:
+                return
+    names = ", ".join(Path(s.path).name for s in sources)
+    raise SpecError("data.input", "at least one document that passes the filters (--min-chars, --max-chars, "
+                    "--min-word-letters)", f"none in {names}")
+
+
+def _prepare(inputs: list, out: Path, shard_tokens: int, tokenizer: str | Path | None, workers: int,
+             clean: CleanConfig | None) -> dict:
     clean = clean or CleanConfig()
     sources = [s if isinstance(s, Source) else parse_source(str(s)) for s in inputs]
     if not sources:
@@ -181,6 +205,10 @@ def prepare(inputs: list, out: Path, shard_tokens: int = 1 << 20, tokenizer: str
     tok_bytes = Path(tokenizer).read_bytes() if tokenizer else json.dumps(tok.to_json(), indent=2).encode()
     dtype = token_dtype(tok.vocab_size)
     out = Path(out)
+    nearest = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not nearest.is_dir():
+        raise SpecError("data.out", "a writable directory", f"{out} ({nearest} is not a directory)")
+    _check_some_document(sources, clean)  # before anything is written
     try:
         out.mkdir(parents=True, exist_ok=True)
         prog, exact, near = _start(out, _fingerprint(sources, tok_bytes, shard_tokens, clean), len(sources))

@@ -55,34 +55,42 @@ def parse_source(text: str) -> Source:
     return Source(p, weight)
 
 
+def _utf8_lines(f: Path) -> Iterator[str]:
+    """The file's lines, decoded strictly: bytes that are not UTF-8 are an input error, not U+FFFD."""
+    try:
+        with open(f, encoding="utf-8") as fh:
+            yield from fh
+    except UnicodeDecodeError as exc:
+        raise SpecError("data.input", "a UTF-8 text file", f"an undecodable byte at offset {exc.start}",
+                        source=str(f)) from None
+
+
 def _txt_documents(f: Path, max_chars: int) -> Iterator[str]:
     para: list[str] = []
     size = 0
-    with open(f, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if line.strip():
-                if size <= max_chars:
-                    para.append(line)
-                    size += len(line)
-            elif para:
-                yield "".join(para)
-                para, size = [], 0
+    for line in _utf8_lines(f):
+        if line.strip():
+            if size <= max_chars:
+                para.append(line)
+                size += len(line)
+        elif para:
+            yield "".join(para)
+            para, size = [], 0
     if para:
         yield "".join(para)
 
 
 def _jsonl_documents(f: Path) -> Iterator[str]:
-    with open(f, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                text = json.loads(line).get("text")
-            except (json.JSONDecodeError, AttributeError):
-                raise SpecError(f"{f}:{n}", 'a JSON object with a "text" string') from None
-            if not isinstance(text, str):
-                raise SpecError(f"{f}:{n}.text", "a string", type(text).__name__)
-            yield text
+    for n, line in enumerate(_utf8_lines(f), 1):
+        if not line.strip():
+            continue
+        try:
+            text = json.loads(line).get("text")
+        except (json.JSONDecodeError, AttributeError):
+            raise SpecError(f"{f}:{n}", 'a JSON object with a "text" string') from None
+        if not isinstance(text, str):
+            raise SpecError(f"{f}:{n}.text", "a string", type(text).__name__)
+        yield text
 
 
 def _parquet_documents(f: Path) -> Iterator[str]:
