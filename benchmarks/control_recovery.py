@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from wanka.data.corpus import write_corpus
-from wanka.data.shards import prepare
+from wanka.data.pipeline import prepare
 
 
 def wait(predicate, timeout_s, what):

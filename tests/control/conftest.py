@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from wanka.data.corpus import write_corpus
-from wanka.data.shards import prepare
+from wanka.data.pipeline import prepare
 
 
 def _pg_bin() -> Path | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from wanka.data.corpus import write_corpus
-from wanka.data.shards import prepare
+from wanka.data.pipeline import prepare
 from wanka.train.config import TrainConfig
 from wanka.train.export import export
 from wanka.train.trainer import Trainer

@@ -42,7 +42,7 @@ def core_peak_tflops() -> float:
 def measured(tmp_path_factory):
     """Three tiny `wanka train` runs (one process each) and a cluster spec for this machine."""
     from wanka.data.corpus import write_corpus
-    from wanka.data.shards import prepare
+    from wanka.data.pipeline import prepare
 
     root = tmp_path_factory.mktemp("calibrate")
     shards = root / "shards"
