@@ -109,10 +109,12 @@ class Layout:
             raise SpecError(f"{field}", f"tp*pp*cp*dp == GPUs ({gpus}); {self} gives {mp * dp}")
         gbs = self.gbs if self.gbs is not None else dp * self.mbs * self.pp
         etp = self.etp
-        if etp is None and (dp * self.cp) % self.ep and (self.tp * self.cp * dp) % self.ep == 0:
+        if etp is None and (dp * self.cp) % self.ep:
             # an EP group wider than dp*cp spans the TP ranks: the experts cannot also be split over
             # tp, so etp is 1 (Megatron-Core builds its expert groups over tp*cp*dp ranks in the
             # order etp, ep, expert-dp: parallel_state.py, expert RankGenerator)
+            if (self.tp * self.cp * dp) % self.ep:
+                raise SpecError(f"{field}.ep", f"a divisor of tp*cp*dp ({self.tp * self.cp * dp})", self.ep)
             etp = 1
         values = {f.name: getattr(self, f.name) for f in fields(Layout)} | {"dp": dp, "gbs": gbs, "etp": etp}
         try:

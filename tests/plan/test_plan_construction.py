@@ -61,7 +61,7 @@ BAD_OPTIONS = [
     ({"comm_sm_fraction": 1.0}, "options.comm_sm_fraction"), ({"comm_sm_fraction": math.nan}, "options.comm_sm_fraction"),
     ({"attention": "flsh"}, "options.attention"), ({"algorithm": "butterfly"}, "options.algorithm"),
     ({"pipeline": "gpipe"}, "options.pipeline"), ({"zero3_unit": "block"}, "options.zero3_unit"),
-    ({"recompute_modules": ("core_attn", "mlp")}, "options.recompute_modules"),
+    ({"recompute_modules": ("core_attn", "mlp_fused")}, "options.recompute_modules"),
     ({"recompute_modules": ()}, "options.recompute_modules"), ({"recompute_modules": "core_attn"}, "options.recompute_modules"),
     ({"grad_bytes": 3}, "options.grad_bytes"), ({"grad_bytes": 4.0}, "options.grad_bytes"),
     ({"dp_overlap": "no"}, "options.dp_overlap"), ({"fp8_activation_cache": 0}, "options.fp8_activation_cache"),

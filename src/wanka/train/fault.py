@@ -58,6 +58,7 @@ class Injector:
             if inj.rank is not None and inj.rank >= world_size:
                 raise SpecError("inject", f"rank < world size ({world_size})", str(inj))
         self.injections, self.rank, self.marker_dir, self.log = injections, rank, marker_dir, log
+        self._slow_base_s: float | None = None  # the step time the first stall was measured against
 
     def _fire_once(self, inj: Injection) -> bool:
         marker = self.marker_dir / f"{inj.kind}-{inj.step}-{inj.rank}"
@@ -90,10 +91,14 @@ class Injector:
 
         Relative to the measured step, so the stalled rank is about 4x as busy as its peers on any
         machine (the detector's default threshold is 1.5x), and at least 0.5 s so that the step also
-        passes the detector's 0.3 s floor for two ranks (trainer.train_step).
+        passes the detector's 0.3 s floor for two ranks (trainer.train_step). Consecutive stalls keep
+        the first one's reference: a stalled step is no reference, or stalls would compound (4x per
+        step) until the control plane's hang rule fired.
         """
         for _ in self._matching("slow", step):
-            time.sleep(max(0.5, 3.0 * reference_s))
+            base = reference_s if self._slow_base_s is None else min(reference_s, self._slow_base_s)
+            self._slow_base_s = base
+            time.sleep(max(0.5, 3.0 * base))
 
     def nan(self, batch_index: int) -> bool:
         return bool(self._matching("nan", batch_index))
