@@ -45,7 +45,7 @@ def busy():
 
 def test_time_accounting_closes_per_job(busy):
     cfg, run = busy
-    acc = job_accounts(run, cfg.days * 86400)
+    acc = job_accounts(run, cfg.days * 86400, run.tr.submit_s)
     total = acc["useful"] + acc["lost"] + acc["restart"] + acc["checkpoint_stall"] + acc["queued"]
     np.testing.assert_allclose(total, acc["wall"], atol=1e-6)
     for k in ("lost", "restart", "checkpoint_stall", "queued"):
@@ -68,6 +68,19 @@ def test_deterministic_from_a_seed():
     assert a == b
     c = simulate_fleet(cfg, tr, runs=3, seed=10)
     assert c["failures"] != a["failures"]
+
+
+def test_runs_in_worker_processes_give_the_same_result():
+    cfg, tr = FleetConfig(gpus=64, days=6, failure_scale=3000, repair_h=2), _trace(150)
+    one = simulate_fleet(cfg, tr, runs=3, seed=4)
+    assert one["preemptions"]["mean"] > 0 and one["job_interruptions"]["mean"] > 0  # the slow paths ran
+    assert simulate_fleet(cfg, tr, runs=3, seed=4, workers=2) == one
+
+
+def test_bad_worker_count_names_the_field():
+    with pytest.raises(SpecError) as err:
+        simulate_fleet(FleetConfig(gpus=64, days=1), _trace(5), runs=1, workers=0)
+    assert err.value.field == "workers"
 
 
 @pytest.mark.parametrize(("kw", "field"), [({"gpus": 1001}, "gpus"), ({"days": 0}, "days"),

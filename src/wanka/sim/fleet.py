@@ -113,11 +113,18 @@ def _wall_for(need: float, tau: float, stall: float) -> float:
 
 
 class _FleetRun:
-    def __init__(self, cfg: FleetConfig, tr: FleetTrace, model: FailureModel, tau: np.ndarray):
-        # per-job state as Python lists: the loop touches single elements, which lists serve ~5x faster
+    """One Monte-Carlo run. Per-job state lives in Python lists: the loop touches single elements,
+    which lists serve ~5x faster than numpy arrays. The common path (a job arrives to an empty queue,
+    fits, runs and completes) is written inline in `run`; it books exactly what `start` and `close`
+    book, in the same floating-point order, so a seed gives the same result either way."""
+
+    def __init__(self, cfg: FleetConfig, tr: FleetTrace, model: FailureModel, tau: np.ndarray,
+                 first_wall: list | None = None):
         self.cfg, self.tau = cfg, tau.tolist()
         self.tr = tr
         self.gpus, self.work, self.preemptible = tr.gpus.tolist(), tr.work_s.tolist(), tr.preemptible.tolist()
+        # wall seconds of a job's first segment (no progress yet), shared by all runs
+        self.first_wall = first_wall if first_wall is not None else first_segment_walls(cfg, tr, tau)
         n = len(self.gpus)
         self.acc = {k: [0.0] * n for k in CATEGORIES}
         self.base = [0.0] * n  # durable progress (compute seconds) at the start of the current segment
@@ -245,36 +252,79 @@ class _FleetRun:
         submit = self.tr.submit_s[:arrivals].tolist()
         a = 0
         heap, seg, queue = self.heap, self.seg, self.queue
+        gpus, work, tau_of, base, version = self.gpus, self.work, self.tau, self.base, self.version
+        first_wall, first_start, enter, end = self.first_wall, self.first_start, self.enter, self.end
+        acc_restart, acc_stall = self.acc["restart"], self.acc["checkpoint_stall"]
+        stall_s, inf = self.cfg.write_s, math.inf
+        heappop, heappush = heapq.heappop, heapq.heappush
         while True:
-            t_arr = submit[a] if a < arrivals else math.inf
-            t_ev = heap[0][0] if heap else math.inf
-            t = min(t_arr, t_ev)
+            # conditional expressions below are min()/max() spelled out (the same values; this loop
+            # runs ~80k times per run and the calls dominated it)
+            t_arr = submit[a] if a < arrivals else inf
+            t_ev = heap[0][0] if heap else inf
+            arrival = t_arr <= t_ev
+            t = t_arr if arrival else t_ev
             if t >= horizon:
                 break
-            if t_arr <= t_ev:
-                self.enter[a] = t_arr
+            if arrival:
+                enter[a] = t_arr
+                if not queue and gpus[a] <= self.free:
+                    # fast path: an empty queue and room, so `schedule` would start it now at no cost
+                    # (the same bookkeeping as `start` with base 0 and cost 0)
+                    self.free -= gpus[a]
+                    first_start[a] = t
+                    version[a] = 1
+                    seg[a] = (t, 0.0, 1)
+                    heappush(heap, (t + 0.0 + first_wall[a], self.seq, DONE, (a, 1)))
+                    self.seq += 1
+                    a += 1
+                    continue
                 queue.append(a)
                 a += 1
             else:
-                _, _, kind, x = heapq.heappop(heap)
+                _, _, kind, x = heappop(heap)
                 if kind == DONE:
                     j, v = x
-                    if v != self.version[j] or j not in seg:
+                    if v != version[j] or j not in seg:
                         continue
-                    self.close(j, t, rollback=False)
-                    self.base[j] = self.work[j]
-                    self.end[j] = t
+                    # completion: `close(j, t, rollback=False)` inline; progress then equals the work
+                    t0, cost, _ = seg.pop(j)
+                    self.free += gpus[j]
+                    ran = t - t0
+                    acc_restart[j] += ran if ran < cost else cost
+                    e = ran - cost
+                    e = e if e > 0.0 else 0.0
+                    tau = tau_of[j]
+                    if tau == inf:
+                        comp = e
+                    else:  # _progress(e, tau, stall_s)
+                        cycle = tau + stall_s
+                        n = math.floor(e / cycle)
+                        rem = e - n * cycle
+                        comp = n * tau + (rem if rem < tau else tau)
+                    left = work[j] - base[j]
+                    comp = left if left < comp else comp
+                    acc_stall[j] += e - comp
+                    base[j] = work[j]
+                    end[j] = t
                 elif kind == FAIL:
                     self.fail(t, int(fail_causes[x]), float(fail_u[x]), model)
                 else:
                     self.free += self.cfg.gpus_per_node
-            self.schedule(t)
+            if queue:
+                self.schedule(t)
         for j in list(self.seg):
             self.close(j, horizon, rollback=False)
         for j in self.queue:
             self.acc["queued"][j] += horizon - self.enter[j]
         self.acc["useful"] = list(self.base)
         self.arrived = arrivals
+
+
+def first_segment_walls(cfg: FleetConfig, tr: FleetTrace, tau: np.ndarray) -> list[float]:
+    """Wall seconds of each job's first segment (all its work, checkpoints on the way): what `start`
+    computes for a job with no progress yet, computed once for all runs."""
+    return [w if t == math.inf else _wall_for(w, t, cfg.write_s) for w, t in zip(tr.work_s.tolist(), tau.tolist())]
 
 
 def checkpoint_intervals(cfg: FleetConfig, tr: FleetTrace, model: FailureModel) -> np.ndarray:
@@ -287,32 +337,74 @@ def checkpoint_intervals(cfg: FleetConfig, tr: FleetTrace, model: FailureModel) 
     return tau
 
 
-def simulate_fleet(cfg: FleetConfig, tr: FleetTrace, runs: int = 10, seed: int = 0) -> dict:
+@dataclass
+class FleetRunResult:
+    """What summarise_fleet needs of one run, per arrived job (small enough to return from a worker)."""
+
+    acc: dict
+    end: list
+    first_start: list
+    arrived: int
+    c: dict
+
+
+def _run_one(cfg: FleetConfig, tr: FleetTrace, model: FailureModel, tau: np.ndarray, first_wall: list,
+             rs: np.random.SeedSequence) -> FleetRunResult:
+    rng = np.random.default_rng(rs)
+    times_h, causes = model.draw(rng, cfg.days * 86400.0 / 3600.0, cfg.gpus, cfg.gpus_per_node)
+    run = _FleetRun(cfg, tr, model, tau, first_wall)
+    run.run(times_h * 3600.0, causes, rng.random(len(times_h)), model)
+    n = run.arrived
+    return FleetRunResult({k: v[:n] for k, v in run.acc.items()}, run.end[:n], run.first_start[:n], n, run.c)
+
+
+_WORKER_ARGS: tuple = ()
+
+
+def _worker_init(*args) -> None:
+    global _WORKER_ARGS
+    _WORKER_ARGS = args
+
+
+def _worker_run(rs: np.random.SeedSequence) -> FleetRunResult:
+    return _run_one(*_WORKER_ARGS, rs)
+
+
+def simulate_fleet(cfg: FleetConfig, tr: FleetTrace, runs: int = 10, seed: int = 0, workers: int = 1) -> dict:
+    """`runs` Monte-Carlo runs. The runs are independent (run i draws from stream i of the seed), so
+    `workers` > 1 runs them in that many processes with the same result."""
     if not 1 <= runs <= 100000:
         raise SpecError("runs", "an integer in [1, 100000]", runs)
+    if not 1 <= workers <= 256:
+        raise SpecError("workers", "an integer in [1, 256]", workers)
     if tr.gpus.size and int(tr.gpus.max()) > cfg.gpus:
         raise SpecError("gpus", f"at least the trace's largest job ({int(tr.gpus.max())} GPUs)", cfg.gpus)
     model = load_failure_model(cfg.failure_model, "failure_model")
     model = model.scaled(cfg.failure_scale) if cfg.failure_scale != 1.0 else model
     tau = checkpoint_intervals(cfg, tr, model)
-    horizon = cfg.days * 86400.0
-    per_run = []
-    for rs in run_seeds(seed, runs):
-        rng = np.random.default_rng(rs)
-        times_h, causes = model.draw(rng, horizon / 3600.0, cfg.gpus, cfg.gpus_per_node)
-        run = _FleetRun(cfg, tr, model, tau)
-        run.run(times_h * 3600.0, causes, rng.random(len(times_h)), model)
-        per_run.append(run)
+    args = (cfg, tr, model, tau, first_segment_walls(cfg, tr, tau))
+    seeds = run_seeds(seed, runs)
+    if workers == 1 or runs == 1:
+        per_run = [_run_one(*args, rs) for rs in seeds]
+    else:
+        import multiprocessing  # noqa: PLC0415
+        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+        with ProcessPoolExecutor(min(workers, runs), mp_context=ctx, initializer=_worker_init, initargs=args) as pool:
+            per_run = list(pool.map(_worker_run, seeds))
     return summarise_fleet(cfg, tr, per_run, runs, seed)
 
 
-def job_accounts(run: "_FleetRun", horizon: float) -> dict[str, np.ndarray]:
-    """Per arrived job: each category and the wall time (submission to completion or horizon), seconds."""
+def job_accounts(run, horizon: float, submit_s: np.ndarray) -> dict[str, np.ndarray]:
+    """Per arrived job of a run (a FleetRunResult or a _FleetRun): each category and the wall time
+    (submission to completion or horizon), seconds."""
     n = run.arrived
-    out = {k: np.array(run.acc[k][:n]) for k in CATEGORIES}
-    end = np.array(run.end[:n])
-    out["wall"] = np.where(np.isnan(end), horizon, end) - run.tr.submit_s[:n]
-    out["run_wall"] = np.where(np.isnan(end), horizon, end) - np.array(run.first_start[:n])  # nan: never started
+    out = {k: np.array(run.acc[k][:n], dtype=float) for k in CATEGORIES}
+    end = np.array(run.end[:n], dtype=float)
+    out["wall"] = np.where(np.isnan(end), horizon, end) - submit_s[:n]
+    out["run_wall"] = np.where(np.isnan(end), horizon, end) - np.array(run.first_start[:n], dtype=float)  # nan: never started
     return out
 
 
@@ -323,7 +415,7 @@ def summarise_fleet(cfg: FleetConfig, tr: FleetTrace, per_run: list, runs: int, 
                             "queue_h_p95", "finished", "failures", "job_failures", "preemptions", "closure")}
     lost = {k: [] for k in CATEGORIES if k != "useful"}
     for run in per_run:
-        acc = job_accounts(run, horizon)
+        acc = job_accounts(run, horizon, tr.submit_s)
         g = tr.gpus[:run.arrived].astype(float)
         started = acc["run_wall"] > 0  # ETTR as the job twins: useful / (end - first start)
         ettr = acc["useful"][started] / acc["run_wall"][started]
