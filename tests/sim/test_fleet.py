@@ -7,6 +7,7 @@ from wanka.cli import main
 from wanka.errors import SpecError
 from wanka.sim.fleet import FleetConfig, FleetTrace, _FleetRun, checkpoint_intervals, job_accounts, simulate_fleet
 from wanka.reliability.failures import load_failure_model
+from wanka.reliability.recovery import RecoveryPolicy
 
 
 def _trace(n=400, seed=3, max_gpus=32):
@@ -84,7 +85,8 @@ def test_bad_worker_count_names_the_field():
 
 
 @pytest.mark.parametrize(("kw", "field"), [({"gpus": 1001}, "gpus"), ({"days": 0}, "days"),
-                                           ({"failure_scale": -1}, "failure_scale")])
+                                           ({"failure_scale": -1}, "failure_scale"),
+                                           ({"recovery": RecoveryPolicy(kind="torchft")}, "recovery.kind")])
 def test_bad_config_names_the_field(kw, field):
     with pytest.raises(SpecError) as err:
         FleetConfig(**kw)

@@ -14,10 +14,11 @@ result and run i uses stream i of SeedSequence(seed) whatever the number of runs
   the whole cluster as one Poisson process. A failure lands on a uniformly random GPU; the job
   holding it (if any) is interrupted. Jobs that share the failed node are not co-killed (GPUs are
   not placed). A node-class failure also takes `gpus_per_node` GPUs out of the pool until repair.
-- **Recovery** comes from `RecoveryPolicy` (wanka.reliability.recovery), the same object the job
-  twins apply: a restart-class failure restarts in place (detect + restart + restore); a node-class
-  one requeues the job at the head of the queue (detect + requeue + restore when it starts again).
-  Both roll back to the last checkpoint.
+- **Recovery** is `RecoveryPolicy.respond` (wanka.reliability.recovery), the decision the job twins
+  apply too: a restart-class failure restarts in place (detect + restart + restore; a hang is
+  detected after hang_detect_s); a node-class one requeues the job at the head of the queue (detect
+  + requeue + restore when it starts again). Both roll back to the last checkpoint. Jobs are not
+  split into replicas here, so only full_restart and hot_spare apply.
 - **Checkpoints**: every job checkpoints at its own Young interval, sqrt(2 delta M_job), with M_job
   its GPUs' share of the failure rate (Young 1974; reliability.md section 3.2); a checkpoint stalls
   the job `write_s` and is durable when the stall ends.
@@ -44,11 +45,11 @@ import numpy as np
 from wanka.errors import SpecError
 from wanka.reliability.checkpoint import interval_for
 from wanka.reliability.failures import FailureModel, load_failure_model
-from wanka.reliability.recovery import RecoveryPolicy
-from wanka.sim.outputs import run_seeds, stat
+from wanka.reliability.recovery import REPLACE_NODES, RecoveryPolicy, Response, failure_of
+from wanka.sim.fleet_outputs import CATEGORIES, job_accounts, summarise_fleet  # noqa: F401 (job_accounts: API)
+from wanka.sim.outputs import run_seeds
 
 DONE, FAIL, REPAIR = range(3)
-CATEGORIES = ("useful", "lost", "restart", "checkpoint_stall", "queued")
 PREEMPT_RETRY_S = 600.0  # a requeued job that found too few preemptible GPUs looks again after this [G]
 
 
@@ -59,10 +60,10 @@ class FleetConfig:
     days: float = 30.0
     failure_model: str = "llama3-h100"
     failure_scale: float = 1.0
-    detect_s: float = 60.0  # explicit failures detected in ~60 s (ByteRobust section 2.2) [P]
     write_s: float = 30.0  # checkpoint stall per job [G]
     restore_s: float = 60.0  # [G]
     repair_h: float = 24.0  # [G], as the job twin's default
+    # detection (60 s explicit, 10 min hangs) and restart costs: wanka.reliability.recovery, sources there
     recovery: RecoveryPolicy = RecoveryPolicy(kind="full_restart", restart_s=300.0, requeue_s=300.0)
     preemptible_after_s: float = 7200.0  # Meta RSC: pre-emptible after 2 h [Q]
     backfill_depth: int = 64
@@ -77,6 +78,9 @@ class FleetConfig:
             raise SpecError("days", "a duration in (0, 3650] days", self.days)
         if not (math.isfinite(self.failure_scale) and self.failure_scale >= 0):
             raise SpecError("failure_scale", "a number >= 0", self.failure_scale)
+        if self.recovery.kind not in ("full_restart", "hot_spare"):  # jobs are not split into replicas here
+            raise SpecError("recovery.kind", "'full_restart' or 'hot_spare' (the fleet twin restarts whole jobs)",
+                            self.recovery.kind)
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,8 @@ class _FleetRun:
         self.end = [math.nan] * n
         self.first_start = [math.nan] * n
         self.version = [0] * n
-        self.requeued = [False] * n  # restarts pay detect + requeue + restore
+        self.requeued = [False] * n  # restarts pay requeue_cost (detect + restart) + restore
+        self.requeue_cost = [0.0] * n
         self.may_preempt = [False] * n  # requeued after a failure: may preempt old preemptible jobs
         self.free = cfg.gpus
         self.preempt_retry_at = 0.0
@@ -175,18 +180,20 @@ class _FleetRun:
         else:
             self.base[j] += comp
 
-    def requeue(self, j: int, t: float, after_failure: bool) -> None:
+    def requeue(self, j: int, t: float, r: Response, after_failure: bool, position: int = 0) -> None:
+        """Back into the queue at `position` (the head by default; the roll-back is booked by `close`), to
+        pay r's detection and restart (plus the restore) when it starts again."""
         self.enter[j] = t
         self.requeued[j] = True
+        self.requeue_cost[j] = r.detect_s + r.restart_s
         self.may_preempt[j] = after_failure
-        self.queue.appendleft(j)
+        self.queue.insert(position, j)
 
     def schedule(self, t: float) -> None:
         q = self.queue
         if not q:
             return
         cfg, gpus = self.cfg, self.gpus
-        rec = cfg.recovery
         head = q[0]
         if self.may_preempt[head] and gpus[head] > self.free and t >= self.preempt_retry_at:
             self.preempt_for(head, t)
@@ -195,7 +202,7 @@ class _FleetRun:
             j = q[i]
             if gpus[j] <= self.free:
                 del q[i]
-                cost = cfg.detect_s + rec.restart_cost_s(node_lost=True) + cfg.restore_s if self.requeued[j] else 0.0
+                cost = self.requeue_cost[j] + cfg.restore_s if self.requeued[j] else 0.0
                 self.start(j, t, cost)
             else:
                 i += 1
@@ -214,13 +221,13 @@ class _FleetRun:
             self.close(k, t, rollback=True)
             self.c["preemptions"] += 1
             need -= self.gpus[k]
-            self.enter[k], self.requeued[k], self.may_preempt[k] = t, True, False
-            self.queue.insert(1, k)  # behind the job that preempted it
+            self.requeue(k, t, self.cfg.recovery.after_preemption(), after_failure=False, position=1)  # behind j
 
     def fail(self, t: float, cause: int, u: float, model: FailureModel) -> None:
         cfg = self.cfg
         self.c["failures"] += 1
-        node_class = model.causes[cause].recovery == "node_swap"
+        failure = failure_of(model.causes[cause])
+        node_class = failure.node_lost
         busy = cfg.gpus - self.free  # GPUs held by running jobs (the pool's down GPUs count as free < 0)
         pick = u * cfg.gpus
         victim = None
@@ -237,12 +244,13 @@ class _FleetRun:
             self.c["idle_failures"] += 1
             return
         self.c["job_failures"] += 1
-        self.close(victim, t, rollback=True)
-        if node_class:
-            self.requeue(victim, t, after_failure=True)
+        r = cfg.recovery.respond(failure, replicas_left=0)  # RESTART_IN_PLACE or REPLACE_NODES: both roll back
+        self.close(victim, t, rollback=r.rolls_back)
+        if r.action == REPLACE_NODES:  # back through the queue, onto other GPUs
+            self.requeue(victim, t, r, after_failure=True)
         else:  # restart in place on the same GPUs
             self.enter[victim] = t
-            self.start(victim, t, cfg.detect_s + cfg.recovery.restart_cost_s(node_lost=False) + cfg.restore_s)
+            self.start(victim, t, r.detect_s + r.restart_s + cfg.restore_s)
 
     def run(self, fail_times: np.ndarray, fail_causes: np.ndarray, fail_u: np.ndarray, model: FailureModel) -> None:
         horizon = self.cfg.days * 86400.0
@@ -395,57 +403,3 @@ def simulate_fleet(cfg: FleetConfig, tr: FleetTrace, runs: int = 10, seed: int =
         with ProcessPoolExecutor(min(workers, runs), mp_context=ctx, initializer=_worker_init, initargs=args) as pool:
             per_run = list(pool.map(_worker_run, seeds))
     return summarise_fleet(cfg, tr, per_run, runs, seed)
-
-
-def job_accounts(run, horizon: float, submit_s: np.ndarray) -> dict[str, np.ndarray]:
-    """Per arrived job of a run (a FleetRunResult or a _FleetRun): each category and the wall time
-    (submission to completion or horizon), seconds."""
-    n = run.arrived
-    out = {k: np.array(run.acc[k][:n], dtype=float) for k in CATEGORIES}
-    end = np.array(run.end[:n], dtype=float)
-    out["wall"] = np.where(np.isnan(end), horizon, end) - submit_s[:n]
-    out["run_wall"] = np.where(np.isnan(end), horizon, end) - np.array(run.first_start[:n], dtype=float)  # nan: never started
-    return out
-
-
-def summarise_fleet(cfg: FleetConfig, tr: FleetTrace, per_run: list, runs: int, seed: int) -> dict:
-    horizon = cfg.days * 86400.0
-    cap_gpu_s = cfg.gpus * horizon
-    rows = {k: [] for k in ("goodput", "utilization", "ettr_job", "ettr_gpu_h", "ettr_p10", "queue_h_mean",
-                            "queue_h_p95", "finished", "failures", "job_failures", "preemptions", "closure")}
-    lost = {k: [] for k in CATEGORIES if k != "useful"}
-    for run in per_run:
-        acc = job_accounts(run, horizon, tr.submit_s)
-        g = tr.gpus[:run.arrived].astype(float)
-        started = acc["run_wall"] > 0  # ETTR as the job twins: useful / (end - first start)
-        ettr = acc["useful"][started] / acc["run_wall"][started]
-        rows["goodput"].append((acc["useful"] * g).sum() / cap_gpu_s)
-        busy = acc["useful"] + acc["lost"] + acc["restart"] + acc["checkpoint_stall"]
-        rows["utilization"].append((busy * g).sum() / cap_gpu_s)
-        rows["ettr_job"].append(ettr.mean())
-        w = (acc["run_wall"] * g)[started]
-        rows["ettr_gpu_h"].append((ettr * w).sum() / w.sum())
-        rows["ettr_p10"].append(np.percentile(ettr, 10))
-        rows["queue_h_mean"].append(acc["queued"].mean() / 3600.0)
-        rows["queue_h_p95"].append(np.percentile(acc["queued"], 95) / 3600.0)
-        rows["finished"].append(float(np.isfinite(np.array(run.end[:run.arrived])).mean()))
-        for k in ("failures", "job_failures", "preemptions"):
-            rows[k].append(run.c[k])
-        total = sum(acc[k] for k in CATEGORIES)
-        rows["closure"].append(float(np.abs(total - acc["wall"]).max()))
-        for k in lost:
-            lost[k].append((acc[k] * g).sum() / 3600.0)
-    return {
-        "trace": tr.name, "jobs_arrived": int(per_run[0].arrived), "gpus": cfg.gpus, "days": cfg.days,
-        "runs": runs, "seed": seed, "failure_model": cfg.failure_model, "failure_scale": cfg.failure_scale,
-        "recovery": cfg.recovery.kind,
-        "cluster_goodput": stat(rows["goodput"]), "utilization": stat(rows["utilization"]),
-        "ettr_job_weighted": stat(rows["ettr_job"]), "ettr_gpu_hour_weighted": stat(rows["ettr_gpu_h"]),
-        "ettr_p10": stat(rows["ettr_p10"]),
-        "queue_h": {"mean": stat(rows["queue_h_mean"]), "p95": stat(rows["queue_h_p95"])},
-        "jobs_finished": stat(rows["finished"]),
-        "failures": stat(rows["failures"]), "job_interruptions": stat(rows["job_failures"]),
-        "preemptions": stat(rows["preemptions"]),
-        "gpu_hours": {k: stat(v) for k, v in lost.items()},
-        "accounting_max_error_s": max(rows["closure"]),
-    }
