@@ -21,7 +21,8 @@ result and run i uses stream i of SeedSequence(seed) whatever the number of runs
   split into replicas here, so only full_restart and hot_spare apply.
 - **Checkpoints**: every job checkpoints at its own Young interval, sqrt(2 delta M_job), with M_job
   its GPUs' share of the failure rate (Young 1974; reliability.md section 3.2); a checkpoint stalls
-  the job `write_s` and is durable when the stall ends.
+  the job `write_s` and is durable when the stall ends. Progress and durable work between events
+  come from the job twins' CheckpointSchedule (wanka.reliability.checkpoint).
 - **Preemption**: a job requeued after a failure that does not fit preempts running jobs that are
   preemptible and have run for at least `preemptible_after_s` (Meta RSC: jobs become pre-emptible
   after 2 h [Q], Kokolis et al. HPCA'25), most recent first; they roll back and are requeued
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wanka.errors import SpecError
-from wanka.reliability.checkpoint import interval_for
+from wanka.reliability.checkpoint import CheckpointSchedule, interval_for
 from wanka.reliability.failures import FailureModel, load_failure_model
 from wanka.reliability.recovery import REPLACE_NODES, RecoveryPolicy, Response, failure_of
 from wanka.sim.fleet_outputs import CATEGORIES, job_accounts, summarise_fleet  # noqa: F401 (job_accounts: API)
@@ -104,18 +105,6 @@ def load_fleet_trace(name: str = "philly", scale: float = 1.0, cluster_gpus: int
                       np.array([j.gpus for j in jobs], np.int64), np.array([j.preemptible for j in jobs], bool))
 
 
-def _progress(e: float, tau: float, stall: float) -> tuple[float, float]:
-    """(compute done, durable progress) after e seconds of a segment that checkpoints every tau."""
-    cycle = tau + stall
-    n = math.floor(e / cycle)
-    return n * tau + min(e - n * cycle, tau), n * tau
-
-
-def _wall_for(need: float, tau: float, stall: float) -> float:
-    """Seconds of a segment to compute `need` seconds (checkpoints on the way, none at the very end)."""
-    return need + stall * max(0, math.ceil(need / tau) - 1)
-
-
 class _FleetRun:
     """One Monte-Carlo run. Per-job state lives in Python lists: the loop touches single elements,
     which lists serve ~5x faster than numpy arrays. The common path (a job arrives to an empty queue,
@@ -125,6 +114,7 @@ class _FleetRun:
     def __init__(self, cfg: FleetConfig, tr: FleetTrace, model: FailureModel, tau: np.ndarray,
                  first_wall: list | None = None):
         self.cfg, self.tau = cfg, tau.tolist()
+        self.schedule_of = job_schedules(cfg, self.tau)  # per job: its CheckpointSchedule (shared objects)
         self.tr = tr
         self.gpus, self.work, self.preemptible = tr.gpus.tolist(), tr.work_s.tolist(), tr.preemptible.tolist()
         # wall seconds of a job's first segment (no progress yet), shared by all runs
@@ -158,9 +148,7 @@ class _FleetRun:
         self.acc["queued"][j] += t - self.enter[j]
         v = self.version[j] = self.version[j] + 1
         self.seg[j] = (t, cost, v)
-        need = self.work[j] - self.base[j]
-        tau = self.tau[j]
-        wall = need if tau == math.inf else _wall_for(need, tau, self.cfg.write_s)
+        wall = self.schedule_of[j].wall_for_compute(self.work[j] - self.base[j])
         heapq.heappush(self.heap, (t + cost + wall, self.seq, DONE, (j, v)))
         self.seq += 1
 
@@ -170,9 +158,9 @@ class _FleetRun:
         self.free += self.gpus[j]
         self.acc["restart"][j] += min(cost, t - t0)
         e = max(0.0, t - t0 - cost)
-        tau = self.tau[j]
-        comp, durable = (e, 0.0) if tau == math.inf else _progress(e, tau, self.cfg.write_s)
-        comp = min(comp, self.work[j] - self.base[j])
+        schedule = self.schedule_of[j]
+        comp = min(schedule.compute_done(e), self.work[j] - self.base[j])
+        durable = schedule.durable(e)[1]
         self.acc["checkpoint_stall"][j] += e - comp
         if rollback:
             self.acc["lost"][j] += comp - min(durable, comp)
@@ -260,10 +248,10 @@ class _FleetRun:
         submit = self.tr.submit_s[:arrivals].tolist()
         a = 0
         heap, seg, queue = self.heap, self.seg, self.queue
-        gpus, work, tau_of, base, version = self.gpus, self.work, self.tau, self.base, self.version
+        gpus, work, base, version = self.gpus, self.work, self.base, self.version
         first_wall, first_start, enter, end = self.first_wall, self.first_start, self.enter, self.end
         acc_restart, acc_stall = self.acc["restart"], self.acc["checkpoint_stall"]
-        stall_s, inf = self.cfg.write_s, math.inf
+        inf = math.inf
         heappop, heappush = heapq.heappop, heapq.heappush
         while True:
             # conditional expressions below are min()/max() spelled out (the same values; this loop
@@ -295,24 +283,15 @@ class _FleetRun:
                     j, v = x
                     if v != version[j] or j not in seg:
                         continue
-                    # completion: `close(j, t, rollback=False)` inline; progress then equals the work
+                    # completion: `close(j, t, rollback=False)` inline. The segment was scheduled to end
+                    # when its remaining compute was done, so it computed exactly that; the rest of its
+                    # wall time was checkpoint stalls (clamped at 0 against rounding)
                     t0, cost, _ = seg.pop(j)
                     self.free += gpus[j]
                     ran = t - t0
                     acc_restart[j] += ran if ran < cost else cost
-                    e = ran - cost
-                    e = e if e > 0.0 else 0.0
-                    tau = tau_of[j]
-                    if tau == inf:
-                        comp = e
-                    else:  # _progress(e, tau, stall_s)
-                        cycle = tau + stall_s
-                        n = math.floor(e / cycle)
-                        rem = e - n * cycle
-                        comp = n * tau + (rem if rem < tau else tau)
-                    left = work[j] - base[j]
-                    comp = left if left < comp else comp
-                    acc_stall[j] += e - comp
+                    stall = ran - cost - (work[j] - base[j])
+                    acc_stall[j] += stall if stall > 0.0 else 0.0
                     base[j] = work[j]
                     end[j] = t
                 elif kind == FAIL:
@@ -329,10 +308,17 @@ class _FleetRun:
         self.arrived = arrivals
 
 
+def job_schedules(cfg: FleetConfig, tau: list[float]) -> list[CheckpointSchedule]:
+    """Each job's checkpoint cadence as the CheckpointSchedule the job twins use: a `write_s` stall every
+    tau compute seconds, durable when the stall ends (one object per distinct interval)."""
+    by_tau = {t: CheckpointSchedule(tau_s=t, stall_s=cfg.write_s) for t in set(tau)}
+    return [by_tau[t] for t in tau]
+
+
 def first_segment_walls(cfg: FleetConfig, tr: FleetTrace, tau: np.ndarray) -> list[float]:
     """Wall seconds of each job's first segment (all its work, checkpoints on the way): what `start`
     computes for a job with no progress yet, computed once for all runs."""
-    return [w if t == math.inf else _wall_for(w, t, cfg.write_s) for w, t in zip(tr.work_s.tolist(), tau.tolist())]
+    return [s.wall_for_compute(w) for s, w in zip(job_schedules(cfg, tau.tolist()), tr.work_s.tolist())]
 
 
 def checkpoint_intervals(cfg: FleetConfig, tr: FleetTrace, model: FailureModel) -> np.ndarray:
