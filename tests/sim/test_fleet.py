@@ -93,10 +93,11 @@ def test_bad_config_names_the_field(kw, field):
     assert err.value.field == field
 
 
-def test_cli_bad_scale_is_one_line_exit_2(capsys):
-    assert main(["simulate", "fleet", "philly", "--scale", "-2"]) == 2
+@pytest.mark.parametrize(("flag", "value"), [("--scale", "-2"), ("--workers", "0")])
+def test_cli_bad_flag_is_one_line_exit_2(capsys, flag, value):
+    assert main(["simulate", "fleet", "philly", flag, value]) == 2
     err = capsys.readouterr().err.strip()
-    assert "--scale" in err and "\n" not in err
+    assert flag in err and "\n" not in err
 
 
 def _two_jobs(b_preemptible: bool, fail_h: float):

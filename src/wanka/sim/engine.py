@@ -7,6 +7,9 @@ returning, replicas rejoining). Between events the job's progress, checkpoints a
 closed form from the CheckpointSchedule, so checkpoints are never events. Ties break by insertion
 order, so a seed fixes the result.
 
+What a failure does to the job is `RecoveryPolicy.respond` (wanka.reliability.recovery), the one
+recovery decision the multi-job and fleet twins apply too; `_Run.failure` books its answer.
+
 A group cause (rack / leaf / spine, resolved on the job's nodes by wanka.reliability.failures.
 resolve_groups) takes down every job node under one group: the failure picks one of the groups the
 job touches, and recovery needs that many replacement nodes at once (waiting for the last of them),

@@ -15,8 +15,9 @@ leaf / spine) takes down every node of that node's group (`cluster.node_groups()
     the surviving replicas keep their state, so the restart costs `reconfig_s` (plus `heal_s` when it
     lands on other GPUs) and a grow back costs `join_s` (torchft quorum change, PyTorch blog 2025
     [P]). Job-scoped failures roll back as under every policy.
-What each failure costs and whether it rolls back comes from `wanka.reliability.recovery.
-RecoveryPolicy` and `StepCommits`, the same objects the single-job engine applies.
+What a failure does to each job it hits (detection time, drop replicas / restart in place / replace
+nodes, roll back or not, restart cost) is `RecoveryPolicy.respond` (wanka.reliability.recovery), the
+one decision the single-job engine and the fleet twin apply too; `StepCommits` is the step rule.
 A preempted job (second-order preemption, Kokolis et al. [Q]) also rolls back. A (re)started job pays
 detect + restart + restore before computing; checkpoints stall it as in the single-job engine.
 Per-job ETTR = useful / (end - first start); cluster goodput = useful GPU-hours / cluster GPU-hours.
