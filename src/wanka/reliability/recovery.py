@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import NamedTuple
 
 KINDS = ("full_restart", "hot_spare", "elastic", "torchft")
 # what a job does after a failure (Response.action)
@@ -51,11 +52,10 @@ def failure_of(cause, manual: bool = False) -> Failure:
                    detect=cause.detect, manual=manual)
 
 
-@dataclass(frozen=True)
-class Response:
+class Response(NamedTuple):
     """What a job does after a failure: `action` (above), the detection time, and the seconds from
     'hardware ready' to 'computing again' before the restore (restart, requeue or swap + restart; 0 for
-    DROP_REPLICAS, whose pause is the policy's reconfig_s)."""
+    DROP_REPLICAS, whose pause is the policy's reconfig_s). A NamedTuple: one is made per failure."""
 
     action: str
     detect_s: float
