@@ -10,9 +10,14 @@ from wanka.reliability.failslow import Detector, FailSlowTruth, study
 def test_detector_precision_recall_latency(seed):
     out = study(seed=seed)
     assert out["episodes"] >= 30
-    # Minder (NSDI'25) reports precision 0.904 [A] and Falcon > 99% accuracy [A] on real fail-slows; the
-    # injected 10% slowdowns (MegaScale [P]) at 1% noise must be found at least as well
+    # Minder (NSDI'25, arXiv 2411.01791, abstract [A]) reports precision 0.904 and F1 0.893, so recall
+    # 0.893 * 0.904 / (2 * 0.904 - 0.893) = 0.882 [D]; Falcon (arXiv 2410.12588 [A]) > 99% accuracy on
+    # labelled fail-slows. The injected 10% slowdowns (MegaScale NSDI'24: ~10% slower hosts [P]) at 1% noise must
+    # be found at least as well as Minder finds real faults:
     assert out["precision"] >= 0.904
+    assert out["recall"] >= 0.882
+    # episodes longer than the 5-window rule can see must nearly all be flagged: 0.95 leaves one miss
+    # in ~20 for noise [G]
     assert out["recall_visible"] >= 0.95
     assert out["latency_s_median"] == 50.0  # 5 consecutive 10 s rounds (ByteRobust section 5.1 [P])
 

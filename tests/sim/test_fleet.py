@@ -7,6 +7,7 @@ from wanka.cli import main
 from wanka.errors import SpecError
 from wanka.sim.fleet import FleetConfig, FleetTrace, _FleetRun, checkpoint_intervals, job_accounts, simulate_fleet
 from wanka.reliability.failures import load_failure_model
+from wanka.reliability.recovery import RecoveryPolicy
 
 
 def _trace(n=400, seed=3, max_gpus=32):
@@ -45,7 +46,7 @@ def busy():
 
 def test_time_accounting_closes_per_job(busy):
     cfg, run = busy
-    acc = job_accounts(run, cfg.days * 86400)
+    acc = job_accounts(run, cfg.days * 86400, run.tr.submit_s)
     total = acc["useful"] + acc["lost"] + acc["restart"] + acc["checkpoint_stall"] + acc["queued"]
     np.testing.assert_allclose(total, acc["wall"], atol=1e-6)
     for k in ("lost", "restart", "checkpoint_stall", "queued"):
@@ -70,18 +71,33 @@ def test_deterministic_from_a_seed():
     assert c["failures"] != a["failures"]
 
 
+def test_runs_in_worker_processes_give_the_same_result():
+    cfg, tr = FleetConfig(gpus=64, days=6, failure_scale=3000, repair_h=2), _trace(150)
+    one = simulate_fleet(cfg, tr, runs=3, seed=4)
+    assert one["preemptions"]["mean"] > 0 and one["job_interruptions"]["mean"] > 0  # the slow paths ran
+    assert simulate_fleet(cfg, tr, runs=3, seed=4, workers=2) == one
+
+
+def test_bad_worker_count_names_the_field():
+    with pytest.raises(SpecError) as err:
+        simulate_fleet(FleetConfig(gpus=64, days=1), _trace(5), runs=1, workers=0)
+    assert err.value.field == "workers"
+
+
 @pytest.mark.parametrize(("kw", "field"), [({"gpus": 1001}, "gpus"), ({"days": 0}, "days"),
-                                           ({"failure_scale": -1}, "failure_scale")])
+                                           ({"failure_scale": -1}, "failure_scale"),
+                                           ({"recovery": RecoveryPolicy(kind="torchft")}, "recovery.kind")])
 def test_bad_config_names_the_field(kw, field):
     with pytest.raises(SpecError) as err:
         FleetConfig(**kw)
     assert err.value.field == field
 
 
-def test_cli_bad_scale_is_one_line_exit_2(capsys):
-    assert main(["simulate", "fleet", "philly", "--scale", "-2"]) == 2
+@pytest.mark.parametrize(("flag", "value"), [("--scale", "-2"), ("--workers", "0")])
+def test_cli_bad_flag_is_one_line_exit_2(capsys, flag, value):
+    assert main(["simulate", "fleet", "philly", flag, value]) == 2
     err = capsys.readouterr().err.strip()
-    assert "--scale" in err and "\n" not in err
+    assert flag in err and "\n" not in err
 
 
 def _two_jobs(b_preemptible: bool, fail_h: float):

@@ -18,13 +18,16 @@ def every60():
 
 
 def test_kill_every_60s_lands_in_torchft_band(every60):
-    # TorchFT micro-benchmark: ~81% measured [S]; band 76-86% (issue 13)
+    # TorchFT micro-benchmark (PyTorch blog "Fault Tolerant Llama", 2025-06-20, setup [P]): about 81%
+    # measured, as relayed in issue 13 [S] (the figure itself was not found in the blog copies searched,
+    # docs/sim.md); band 76-86%: issue 13's acceptance band, +-5 points around 81%
     assert 0.76 <= every60["ettr"]["mean_ci95"][0] and every60["ettr"]["mean_ci95"][1] <= 0.86
 
 
 def test_kill_every_15s_commits_few_steps():
     out = _killloop(15)
-    # ~13% measured [S]: at 15 s an 11 s step after a 5 s quorum change rarely finishes before the next kill
+    # about 13% measured [S] (issue 13; bound <= 25% there): at 15 s an 11 s step after a 5 s quorum
+    # change rarely finishes before the next kill
     assert out["ettr"]["mean"] <= 0.25
     assert out["steps"]["committed_fraction"]["mean"] < 0.25
 
@@ -65,7 +68,8 @@ def s4():
 
 
 def test_s4_ft_hsdp_100k_within_8_points(s4):
-    # arXiv 2602.00277 abstract [A]: synchronous 44%, FT-HSDP 80% effective training time at O(100k) GPUs
+    # arXiv 2602.00277 abstract [A]: synchronous 44%, FT-HSDP 80% effective training time at O(100k) GPUs;
+    # +-8 points: issue 13's band, because the failure rate is fitted (x1.4 Llama 3 rates, docs/sim.md)
     assert s4["full_restart"]["ettr"]["mean"] == pytest.approx(0.44, abs=0.08)
     assert s4["torchft"]["ettr"]["mean"] == pytest.approx(0.80, abs=0.08)
     assert s4["torchft"]["steps"]["committed_fraction"]["mean"] > 0.95

@@ -13,17 +13,58 @@
                   (PyTorch blog "Fault Tolerant Llama", 2025: Gloo timeout 5 s, re-init < 1 s [P]).
 Job-scoped failures (a bug every rank hits) restart the whole job under every policy.
 
-`RecoveryPolicy` is the one place that says what a failure costs and whether it rolls back; both
-twins apply it (wanka.sim.engine for one job, wanka.sim.multijob for jobs sharing a cluster through
-the scheduler), and `StepCommits` is the step-level commit rule of per-step fault tolerance.
+`RecoveryPolicy.respond(failure, replicas_left, spare_ready)` is the one place that decides what a
+failure does to a job: how long detection takes, whether the job drops replicas (no rollback, the
+step in flight discarded), restarts in place, waits for replacement nodes or shrinks, whether it
+rolls back to its last durable checkpoint, and what the restart costs. Every twin applies its
+answer: wanka.sim.engine (one job), wanka.sim.multijob (jobs sharing a cluster through the
+scheduler) and wanka.sim.fleet (a whole trace). `StepCommits` is the step-level commit rule of
+per-step fault tolerance.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import NamedTuple
 
 KINDS = ("full_restart", "hot_spare", "elastic", "torchft")
+# what a job does after a failure (Response.action)
+DROP_REPLICAS = "drop_replicas"  # torchft: the hit replicas leave the quorum, the others go on (no rollback)
+RESTART_IN_PLACE = "restart_in_place"  # the same nodes: detect, restart, restore
+REPLACE_NODES = "replace_nodes"  # wait for replacement nodes (pool, scheduler or repair), then restart
+SHRINK = "shrink"  # elastic with no replacement ready: restart on fewer replicas
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failure as recovery sees it (from a wanka.reliability.failures cause)."""
+
+    node_lost: bool  # the cause needs a node swap (recovery: node_swap), or a manual intervention
+    job_scoped: bool = False  # every rank hits it (a bug): restarts the whole job under every policy
+    detect: str = "explicit"  # explicit | hang (only the NCCL watchdog sees it) | injected (a kill loop)
+    manual: bool = False  # a person diagnoses it (adds manual_s, always needs a node)
+
+
+def failure_of(cause, manual: bool = False) -> Failure:
+    """A wanka.reliability.failures.Cause (recovery, scope, detect) as a Failure."""
+    return Failure(node_lost=cause.recovery == "node_swap" or manual, job_scoped=cause.scope == "job",
+                   detect=cause.detect, manual=manual)
+
+
+class Response(NamedTuple):
+    """What a job does after a failure: `action` (above), the detection time, and the seconds from
+    'hardware ready' to 'computing again' before the restore (restart, requeue or swap + restart; 0 for
+    DROP_REPLICAS, whose pause is the policy's reconfig_s). A NamedTuple: one is made per failure."""
+
+    action: str
+    detect_s: float
+    restart_s: float
+
+    @property
+    def rolls_back(self) -> bool:
+        """Back to the last durable checkpoint; DROP_REPLICAS discards only the step in flight."""
+        return self.action != DROP_REPLICAS
 
 
 def node_replacement_cost_s(kind: str, restart_s: float, requeue_s: float, swap_s: float) -> float:
@@ -37,6 +78,9 @@ class RecoveryPolicy:
     in wanka.sim.scenario.RecoverySpec)."""
 
     kind: str = "full_restart"
+    detect_s: float = 60.0  # explicit failures: ByteRobust section 2.2, ~60 s [P]
+    hang_detect_s: float = 600.0  # hangs: PyTorch's NCCL watchdog default, 10 min [P]
+    manual_s: float = 7200.0  # manual diagnosis [G]
     restart_s: float = 300.0  # re-initialise on the same nodes
     requeue_s: float = 300.0  # full_restart after a node loss: back through the scheduler
     swap_s: float = 60.0  # hot-spare swap
@@ -48,6 +92,29 @@ class RecoveryPolicy:
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"recovery kind: expected one of {', '.join(KINDS)}, got {self.kind!r}")
+
+    def detect_time_s(self, failure: Failure) -> float:
+        """Seconds from the failure to its detection: a kill loop's kill is seen by the quorum change
+        itself (reconfig_s), a hang only by the watchdog, a manual case after the diagnosis too."""
+        base = 0.0 if failure.detect == "injected" else self.hang_detect_s if failure.detect == "hang" else self.detect_s
+        return base + (self.manual_s if failure.manual else 0.0)
+
+    def respond(self, failure: Failure, replicas_left: int, spare_ready: bool = True) -> Response:
+        """The one recovery decision. `replicas_left`: replicas not hit by the failure; `spare_ready`: a
+        replacement node is ready now (the job twin's pool; where a scheduler decides the size, True)."""
+        detect = self.detect_time_s(failure)
+        if self.replica_level(failure.node_lost, failure.job_scoped, replicas_left):
+            return Response(DROP_REPLICAS, detect, 0.0)
+        if not failure.node_lost:
+            return Response(RESTART_IN_PLACE, detect, self.restart_s)
+        if self.shrinks_without_spare(replicas_left, spare_ready):
+            return Response(SHRINK, detect, self.restart_s)
+        return Response(REPLACE_NODES, detect, self.restart_cost_s(node_lost=True))
+
+    def after_preemption(self) -> Response:
+        """A preempted job (second-order preemption, Kokolis et al. [Q]) rolls back and is requeued;
+        its restart is charged as a failure's restart in place (detect + restart) [G]."""
+        return Response(RESTART_IN_PLACE, self.detect_s, self.restart_s)
 
     def replica_level(self, node_class: bool, job_scoped: bool, replicas_left: int) -> bool:
         """torchft: a node-class failure takes only the replicas on the lost nodes out of the quorum, and

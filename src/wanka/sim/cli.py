@@ -38,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--days", type=float, default=30.0, help="(fleet) horizon in days")
     p.add_argument("--scale", type=float, help="(fleet) arrival compression (default: the whole trace in --days)")
     p.add_argument("--failure-scale", type=float, default=1.0, help="(fleet) multiply every failure rate")
+    p.add_argument("--workers", type=int, default=1, help="(fleet) processes for the independent runs (same result)")
     json_flag(p)
     p.set_defaults(func=cmd_simulate)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from wanka.cluster import Cluster
 from wanka.errors import SpecError
-from wanka.reliability.recovery import RecoveryPolicy
+from wanka.reliability.recovery import RecoveryPolicy, failure_of
 from wanka.reliability.checkpoint import CheckpointSchedule, interval_for
 from wanka.reliability.failures import GROUP_UNITS, Cause, FailureModel, build_failure_model, load_failure_model, resolve_groups
 from wanka.sim.config import PredictionConfig, StragglerConfig, TwinConfig
@@ -39,7 +39,8 @@ def spare_nodes(spares, cluster: Cluster, job_gpus: int, model: FailureModel, re
 
 def recovery_policy(rec, dp: int) -> RecoveryPolicy:
     """The scenario's `recovery` section as the policy both twins apply."""
-    return RecoveryPolicy(kind=rec.kind, restart_s=rec.restart_s,
+    return RecoveryPolicy(kind=rec.kind, detect_s=rec.detect_s, hang_detect_s=rec.hang_detect_s, manual_s=rec.manual_s,
+                          restart_s=rec.restart_s,
                           requeue_s=rec.restart_s if rec.requeue_s is None else rec.requeue_s, swap_s=rec.swap_s,
                           heal_s=rec.heal_s, reconfig_s=rec.reconfig_s, join_s=rec.join_s, min_dp=min(rec.min_dp, dp))
 
@@ -50,7 +51,7 @@ KILL_CAUSE = "kill_loop"
 def with_kill_loop(model: FailureModel, back_s: float) -> FailureModel:
     """The model plus a zero-rate cause that stands for the kill loop's injected replica kills."""
     kill = Cause(name=KILL_CAUSE, component="injected", unit="node", rate_per_unit_hour=0.0, recovery="node_swap",
-                 scope="node", detect="explicit", repair_h=back_s / 3600.0)
+                 scope="node", detect="injected", repair_h=back_s / 3600.0)
     return replace(model, causes=model.causes + (kill,))
 
 
@@ -163,8 +164,6 @@ def compile_scenario(sc: Scenario, job_index: int = 0, cluster: Cluster | None =
     except ValueError as exc:
         raise SpecError("checkpoint", str(exc)) from None
     spares = spare_nodes(rec.spares, cluster, gpus, model, rec.repair_h)
-    detect = np.array([0.0 if c.name == KILL_CAUSE else rec.hang_detect_s if c.detect == "hang" else rec.detect_s
-                       for c in model.causes])
     write = ck_info["write_s"]
     flush = schedule.stall_s + schedule.extra_stall_s + (write if sc.checkpoint.mode == "async" else 0.0)
     if sc.checkpoint.memory is None and sc.checkpoint.mode == "sync":
@@ -174,9 +173,9 @@ def compile_scenario(sc: Scenario, job_index: int = 0, cluster: Cluster | None =
     cfg = TwinConfig(
         duration_s=sc.duration_days * 86400.0, gpus=gpus, gpus_per_node=gpn, dp=speed.dp, failures=model,
         schedule=schedule, recovery=recovery_policy(rec, speed.dp), spares=spares,
-        cause_node=np.array([c.recovery == "node_swap" for c in model.causes]),
-        cause_job_scope=np.array([c.scope == "job" for c in model.causes]),
-        cause_detect_s=detect, manual_s=rec.manual_s, repair_s=rec.repair_h * 3600.0,
+        cause_failure=tuple(failure_of(c) for c in model.causes),
+        cause_manual_failure=tuple(failure_of(c, manual=True) for c in model.causes),
+        repair_s=rec.repair_h * 3600.0,
         cause_repair_s=np.array([(rec.repair_h if c.repair_h is None else c.repair_h) * 3600.0 for c in model.causes]),
         cause_blast=tuple(blast),
         manual_repair_s=rec.manual_repair_h * 3600.0,

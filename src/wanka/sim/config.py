@@ -8,7 +8,7 @@ import numpy as np
 
 from wanka.reliability.checkpoint import CheckpointSchedule
 from wanka.reliability.failures import FailureModel
-from wanka.reliability.recovery import RecoveryPolicy
+from wanka.reliability.recovery import Failure, RecoveryPolicy
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,11 @@ class TwinConfig:
     recovery: RecoveryPolicy = RecoveryPolicy()  # what a failure costs (wanka.reliability.recovery)
     spares: int = 0
     # per-cause arrays (same order as failures.causes)
-    cause_node: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # needs a node swap
-    cause_job_scope: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    cause_detect_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cause_failure: tuple[Failure, ...] = ()  # each cause as recovery sees it (and its manual variant below)
+    cause_manual_failure: tuple[Failure, ...] = ()
     cause_repair_s: np.ndarray = field(default_factory=lambda: np.zeros(0))  # until the failed unit is back
     # group causes: rows (job nodes lost, replicas hit), one per group the job touches; None: one node
     cause_blast: tuple = ()
-    manual_s: float = 7200.0
     repair_s: float = 86400.0
     manual_repair_s: float = 259200.0
     step_time_s: float = 0.0  # > 0: step-level commit semantics (torchft): a failure discards the step

@@ -7,6 +7,9 @@ returning, replicas rejoining). Between events the job's progress, checkpoints a
 closed form from the CheckpointSchedule, so checkpoints are never events. Ties break by insertion
 order, so a seed fixes the result.
 
+What a failure does to the job is `RecoveryPolicy.respond` (wanka.reliability.recovery), the one
+recovery decision the multi-job and fleet twins apply too; `_Run.failure` books its answer.
+
 A group cause (rack / leaf / spine, resolved on the job's nodes by wanka.reliability.failures.
 resolve_groups) takes down every job node under one group: the failure picks one of the groups the
 job touches, and recovery needs that many replacement nodes at once (waiting for the last of them),
@@ -26,7 +29,7 @@ import math
 
 import numpy as np
 
-from wanka.reliability.recovery import SparePool, StepCommits
+from wanka.reliability.recovery import DROP_REPLICAS, REPLACE_NODES, SHRINK, SparePool, StepCommits
 from wanka.sim.config import TwinConfig
 from wanka.sim.segment import run_segment
 
@@ -123,10 +126,10 @@ class _Run:
 
     # ---- events ------------------------------------------------------------------------------
     def failure(self, t: float, cause: int, manual: bool, u_group: float = 0.0) -> None:
+        """Apply RecoveryPolicy.respond (wanka.reliability.recovery), the one recovery decision."""
         cfg = self.cfg
         self.n_cause[cause] += 1
-        node = bool(cfg.cause_node[cause]) or manual
-        detect = float(cfg.cause_detect_s[cause]) + (cfg.manual_s if manual else 0.0)
+        failure = (cfg.cause_manual_failure if manual else cfg.cause_failure)[cause]
         repair = cfg.manual_repair_s if manual else float(cfg.cause_repair_s[cause])
         lost, hit = 1, 1  # nodes the failure takes down, data-parallel replicas they hold
         blast = cfg.cause_blast[cause] if cfg.cause_blast else None
@@ -138,7 +141,13 @@ class _Run:
         progress = self.close(t)
         if manual:
             self.c["manual"] += 1
-        if self.rec.replica_level(node, bool(cfg.cause_job_scope[cause]), self.dp - hit):
+        ready = True
+        if failure.node_lost:
+            detected = t + self.rec.detect_time_s(failure)
+            ready = self.pool.ready_by(detected) if lost == 1 else self.pool.ready_count(detected) >= lost
+        r = self.rec.respond(failure, self.dp - hit, spare_ready=ready)
+        detect = r.detect_s
+        if r.action == DROP_REPLICAS:
             # per-step replica fault tolerance: the step in flight is discarded, the replicas drop out and
             # the others go on from the last committed step (no rollback); the dropped replicas heal
             # (heal_s, state transfer from a live peer) once their nodes are ready, then rejoin
@@ -153,26 +162,23 @@ class _Run:
                 self.go_down(t, "restart", self.rec.reconfig_s, t, 0.0)
             self.set_speed()
             return
+        # every other response rolls back to the last durable checkpoint
         covered = (cfg.schedule.has_memory and not manual and lost == 1
-                   and (cfg.mem_covers_node if node else cfg.mem_covers_restart))
+                   and (cfg.mem_covers_node if failure.node_lost else cfg.mem_covers_restart))
         restore = self.mem_abs if covered else self.sto_abs
         self.steps.restart_from_checkpoint()
         self.acc["lost_work"] += progress - restore
         self.seg_base = self.mem_abs = restore
-        cost = self.rec.restart_cost_s(node_lost=False)
-        if node:
-            ready = self.pool.ready_by(t + detect) if lost == 1 else self.pool.ready_count(t + detect) >= lost
-            shrink = self.rec.shrinks_without_spare(self.dp - hit, ready)
-            if shrink:  # continue with fewer replicas; grow back when the nodes return
-                back = max(self.pool.lend_until_return(t + repair) for _ in range(lost))
-                for _ in range(hit):
-                    self.push(back, GROW)
-                self.dp -= hit
-                self.c["shrinks"] += 1
-            else:  # all `lost` replacement nodes are needed before the job can restart
-                for _ in range(lost):
-                    self.hw_ready = max(self.hw_ready, self.take_node(t + detect, t + repair))
-                cost = self.rec.restart_cost_s(node_lost=True)
+        if r.action == SHRINK:  # continue with fewer replicas; grow back when the nodes return
+            back = max(self.pool.lend_until_return(t + repair) for _ in range(lost))
+            for _ in range(hit):
+                self.push(back, GROW)
+            self.dp -= hit
+            self.c["shrinks"] += 1
+        elif r.action == REPLACE_NODES:  # all `lost` replacement nodes are needed before the job can restart
+            for _ in range(lost):
+                self.hw_ready = max(self.hw_ready, self.take_node(t + detect, t + repair))
+        cost = r.restart_s
         if was_down:
             cost = max(cost, self.pending_cost)
         self.pending_cost = cost

@@ -14,13 +14,15 @@ result and run i uses stream i of SeedSequence(seed) whatever the number of runs
   the whole cluster as one Poisson process. A failure lands on a uniformly random GPU; the job
   holding it (if any) is interrupted. Jobs that share the failed node are not co-killed (GPUs are
   not placed). A node-class failure also takes `gpus_per_node` GPUs out of the pool until repair.
-- **Recovery** comes from `RecoveryPolicy` (wanka.reliability.recovery), the same object the job
-  twins apply: a restart-class failure restarts in place (detect + restart + restore); a node-class
-  one requeues the job at the head of the queue (detect + requeue + restore when it starts again).
-  Both roll back to the last checkpoint.
+- **Recovery** is `RecoveryPolicy.respond` (wanka.reliability.recovery), the decision the job twins
+  apply too: a restart-class failure restarts in place (detect + restart + restore; a hang is
+  detected after hang_detect_s); a node-class one requeues the job at the head of the queue (detect
+  + requeue + restore when it starts again). Both roll back to the last checkpoint. Jobs are not
+  split into replicas here, so only full_restart and hot_spare apply.
 - **Checkpoints**: every job checkpoints at its own Young interval, sqrt(2 delta M_job), with M_job
   its GPUs' share of the failure rate (Young 1974; reliability.md section 3.2); a checkpoint stalls
-  the job `write_s` and is durable when the stall ends.
+  the job `write_s` and is durable when the stall ends. Progress and durable work between events
+  come from the job twins' CheckpointSchedule (wanka.reliability.checkpoint).
 - **Preemption**: a job requeued after a failure that does not fit preempts running jobs that are
   preemptible and have run for at least `preemptible_after_s` (Meta RSC: jobs become pre-emptible
   after 2 h [Q], Kokolis et al. HPCA'25), most recent first; they roll back and are requeued
@@ -42,13 +44,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from wanka.errors import SpecError
-from wanka.reliability.checkpoint import interval_for
+from wanka.reliability.checkpoint import CheckpointSchedule, interval_for
 from wanka.reliability.failures import FailureModel, load_failure_model
-from wanka.reliability.recovery import RecoveryPolicy
-from wanka.sim.outputs import run_seeds, stat
+from wanka.reliability.recovery import REPLACE_NODES, RecoveryPolicy, Response, failure_of
+from wanka.sim.fleet_outputs import CATEGORIES, job_accounts, summarise_fleet  # noqa: F401 (job_accounts: API)
+from wanka.sim.outputs import run_seeds
 
 DONE, FAIL, REPAIR = range(3)
-CATEGORIES = ("useful", "lost", "restart", "checkpoint_stall", "queued")
 PREEMPT_RETRY_S = 600.0  # a requeued job that found too few preemptible GPUs looks again after this [G]
 
 
@@ -59,10 +61,10 @@ class FleetConfig:
     days: float = 30.0
     failure_model: str = "llama3-h100"
     failure_scale: float = 1.0
-    detect_s: float = 60.0  # explicit failures detected in ~60 s (ByteRobust section 2.2) [P]
     write_s: float = 30.0  # checkpoint stall per job [G]
     restore_s: float = 60.0  # [G]
     repair_h: float = 24.0  # [G], as the job twin's default
+    # detection (60 s explicit, 10 min hangs) and restart costs: wanka.reliability.recovery, sources there
     recovery: RecoveryPolicy = RecoveryPolicy(kind="full_restart", restart_s=300.0, requeue_s=300.0)
     preemptible_after_s: float = 7200.0  # Meta RSC: pre-emptible after 2 h [Q]
     backfill_depth: int = 64
@@ -77,6 +79,9 @@ class FleetConfig:
             raise SpecError("days", "a duration in (0, 3650] days", self.days)
         if not (math.isfinite(self.failure_scale) and self.failure_scale >= 0):
             raise SpecError("failure_scale", "a number >= 0", self.failure_scale)
+        if self.recovery.kind not in ("full_restart", "hot_spare"):  # jobs are not split into replicas here
+            raise SpecError("recovery.kind", "'full_restart' or 'hot_spare' (the fleet twin restarts whole jobs)",
+                            self.recovery.kind)
 
 
 @dataclass(frozen=True)
@@ -100,24 +105,20 @@ def load_fleet_trace(name: str = "philly", scale: float = 1.0, cluster_gpus: int
                       np.array([j.gpus for j in jobs], np.int64), np.array([j.preemptible for j in jobs], bool))
 
 
-def _progress(e: float, tau: float, stall: float) -> tuple[float, float]:
-    """(compute done, durable progress) after e seconds of a segment that checkpoints every tau."""
-    cycle = tau + stall
-    n = math.floor(e / cycle)
-    return n * tau + min(e - n * cycle, tau), n * tau
-
-
-def _wall_for(need: float, tau: float, stall: float) -> float:
-    """Seconds of a segment to compute `need` seconds (checkpoints on the way, none at the very end)."""
-    return need + stall * max(0, math.ceil(need / tau) - 1)
-
-
 class _FleetRun:
-    def __init__(self, cfg: FleetConfig, tr: FleetTrace, model: FailureModel, tau: np.ndarray):
-        # per-job state as Python lists: the loop touches single elements, which lists serve ~5x faster
+    """One Monte-Carlo run. Per-job state lives in Python lists: the loop touches single elements,
+    which lists serve ~5x faster than numpy arrays. The common path (a job arrives to an empty queue,
+    fits, runs and completes) is written inline in `run`; it books exactly what `start` and `close`
+    book, in the same floating-point order, so a seed gives the same result either way."""
+
+    def __init__(self, cfg: FleetConfig, tr: FleetTrace, model: FailureModel, tau: np.ndarray,
+                 first_wall: list | None = None):
         self.cfg, self.tau = cfg, tau.tolist()
+        self.schedule_of = job_schedules(cfg, self.tau)  # per job: its CheckpointSchedule (shared objects)
         self.tr = tr
         self.gpus, self.work, self.preemptible = tr.gpus.tolist(), tr.work_s.tolist(), tr.preemptible.tolist()
+        # wall seconds of a job's first segment (no progress yet), shared by all runs
+        self.first_wall = first_wall if first_wall is not None else first_segment_walls(cfg, tr, tau)
         n = len(self.gpus)
         self.acc = {k: [0.0] * n for k in CATEGORIES}
         self.base = [0.0] * n  # durable progress (compute seconds) at the start of the current segment
@@ -126,7 +127,8 @@ class _FleetRun:
         self.end = [math.nan] * n
         self.first_start = [math.nan] * n
         self.version = [0] * n
-        self.requeued = [False] * n  # restarts pay detect + requeue + restore
+        self.requeued = [False] * n  # restarts pay requeue_cost (detect + restart) + restore
+        self.requeue_cost = [0.0] * n
         self.may_preempt = [False] * n  # requeued after a failure: may preempt old preemptible jobs
         self.free = cfg.gpus
         self.preempt_retry_at = 0.0
@@ -146,9 +148,7 @@ class _FleetRun:
         self.acc["queued"][j] += t - self.enter[j]
         v = self.version[j] = self.version[j] + 1
         self.seg[j] = (t, cost, v)
-        need = self.work[j] - self.base[j]
-        tau = self.tau[j]
-        wall = need if tau == math.inf else _wall_for(need, tau, self.cfg.write_s)
+        wall = self.schedule_of[j].wall_for_compute(self.work[j] - self.base[j])
         heapq.heappush(self.heap, (t + cost + wall, self.seq, DONE, (j, v)))
         self.seq += 1
 
@@ -158,9 +158,9 @@ class _FleetRun:
         self.free += self.gpus[j]
         self.acc["restart"][j] += min(cost, t - t0)
         e = max(0.0, t - t0 - cost)
-        tau = self.tau[j]
-        comp, durable = (e, 0.0) if tau == math.inf else _progress(e, tau, self.cfg.write_s)
-        comp = min(comp, self.work[j] - self.base[j])
+        schedule = self.schedule_of[j]
+        comp = min(schedule.compute_done(e), self.work[j] - self.base[j])
+        durable = schedule.durable(e)[1]
         self.acc["checkpoint_stall"][j] += e - comp
         if rollback:
             self.acc["lost"][j] += comp - min(durable, comp)
@@ -168,18 +168,20 @@ class _FleetRun:
         else:
             self.base[j] += comp
 
-    def requeue(self, j: int, t: float, after_failure: bool) -> None:
+    def requeue(self, j: int, t: float, r: Response, after_failure: bool, position: int = 0) -> None:
+        """Back into the queue at `position` (the head by default; the roll-back is booked by `close`), to
+        pay r's detection and restart (plus the restore) when it starts again."""
         self.enter[j] = t
         self.requeued[j] = True
+        self.requeue_cost[j] = r.detect_s + r.restart_s
         self.may_preempt[j] = after_failure
-        self.queue.appendleft(j)
+        self.queue.insert(position, j)
 
     def schedule(self, t: float) -> None:
         q = self.queue
         if not q:
             return
         cfg, gpus = self.cfg, self.gpus
-        rec = cfg.recovery
         head = q[0]
         if self.may_preempt[head] and gpus[head] > self.free and t >= self.preempt_retry_at:
             self.preempt_for(head, t)
@@ -188,7 +190,7 @@ class _FleetRun:
             j = q[i]
             if gpus[j] <= self.free:
                 del q[i]
-                cost = cfg.detect_s + rec.restart_cost_s(node_lost=True) + cfg.restore_s if self.requeued[j] else 0.0
+                cost = self.requeue_cost[j] + cfg.restore_s if self.requeued[j] else 0.0
                 self.start(j, t, cost)
             else:
                 i += 1
@@ -207,13 +209,13 @@ class _FleetRun:
             self.close(k, t, rollback=True)
             self.c["preemptions"] += 1
             need -= self.gpus[k]
-            self.enter[k], self.requeued[k], self.may_preempt[k] = t, True, False
-            self.queue.insert(1, k)  # behind the job that preempted it
+            self.requeue(k, t, self.cfg.recovery.after_preemption(), after_failure=False, position=1)  # behind j
 
     def fail(self, t: float, cause: int, u: float, model: FailureModel) -> None:
         cfg = self.cfg
         self.c["failures"] += 1
-        node_class = model.causes[cause].recovery == "node_swap"
+        failure = failure_of(model.causes[cause])
+        node_class = failure.node_lost
         busy = cfg.gpus - self.free  # GPUs held by running jobs (the pool's down GPUs count as free < 0)
         pick = u * cfg.gpus
         victim = None
@@ -230,12 +232,13 @@ class _FleetRun:
             self.c["idle_failures"] += 1
             return
         self.c["job_failures"] += 1
-        self.close(victim, t, rollback=True)
-        if node_class:
-            self.requeue(victim, t, after_failure=True)
+        r = cfg.recovery.respond(failure, replicas_left=0)  # RESTART_IN_PLACE or REPLACE_NODES: both roll back
+        self.close(victim, t, rollback=r.rolls_back)
+        if r.action == REPLACE_NODES:  # back through the queue, onto other GPUs
+            self.requeue(victim, t, r, after_failure=True)
         else:  # restart in place on the same GPUs
             self.enter[victim] = t
-            self.start(victim, t, cfg.detect_s + cfg.recovery.restart_cost_s(node_lost=False) + cfg.restore_s)
+            self.start(victim, t, r.detect_s + r.restart_s + cfg.restore_s)
 
     def run(self, fail_times: np.ndarray, fail_causes: np.ndarray, fail_u: np.ndarray, model: FailureModel) -> None:
         horizon = self.cfg.days * 86400.0
@@ -245,36 +248,77 @@ class _FleetRun:
         submit = self.tr.submit_s[:arrivals].tolist()
         a = 0
         heap, seg, queue = self.heap, self.seg, self.queue
+        gpus, work, base, version = self.gpus, self.work, self.base, self.version
+        first_wall, first_start, enter, end = self.first_wall, self.first_start, self.enter, self.end
+        acc_restart, acc_stall = self.acc["restart"], self.acc["checkpoint_stall"]
+        inf = math.inf
+        heappop, heappush = heapq.heappop, heapq.heappush
         while True:
-            t_arr = submit[a] if a < arrivals else math.inf
-            t_ev = heap[0][0] if heap else math.inf
-            t = min(t_arr, t_ev)
+            # conditional expressions below are min()/max() spelled out (the same values; this loop
+            # runs ~80k times per run and the calls dominated it)
+            t_arr = submit[a] if a < arrivals else inf
+            t_ev = heap[0][0] if heap else inf
+            arrival = t_arr <= t_ev
+            t = t_arr if arrival else t_ev
             if t >= horizon:
                 break
-            if t_arr <= t_ev:
-                self.enter[a] = t_arr
+            if arrival:
+                enter[a] = t_arr
+                if not queue and gpus[a] <= self.free:
+                    # fast path: an empty queue and room, so `schedule` would start it now at no cost
+                    # (the same bookkeeping as `start` with base 0 and cost 0)
+                    self.free -= gpus[a]
+                    first_start[a] = t
+                    version[a] = 1
+                    seg[a] = (t, 0.0, 1)
+                    heappush(heap, (t + 0.0 + first_wall[a], self.seq, DONE, (a, 1)))
+                    self.seq += 1
+                    a += 1
+                    continue
                 queue.append(a)
                 a += 1
             else:
-                _, _, kind, x = heapq.heappop(heap)
+                _, _, kind, x = heappop(heap)
                 if kind == DONE:
                     j, v = x
-                    if v != self.version[j] or j not in seg:
+                    if v != version[j] or j not in seg:
                         continue
-                    self.close(j, t, rollback=False)
-                    self.base[j] = self.work[j]
-                    self.end[j] = t
+                    # completion: `close(j, t, rollback=False)` inline. The segment was scheduled to end
+                    # when its remaining compute was done, so it computed exactly that; the rest of its
+                    # wall time was checkpoint stalls (clamped at 0 against rounding)
+                    t0, cost, _ = seg.pop(j)
+                    self.free += gpus[j]
+                    ran = t - t0
+                    acc_restart[j] += ran if ran < cost else cost
+                    stall = ran - cost - (work[j] - base[j])
+                    acc_stall[j] += stall if stall > 0.0 else 0.0
+                    base[j] = work[j]
+                    end[j] = t
                 elif kind == FAIL:
                     self.fail(t, int(fail_causes[x]), float(fail_u[x]), model)
                 else:
                     self.free += self.cfg.gpus_per_node
-            self.schedule(t)
+            if queue:
+                self.schedule(t)
         for j in list(self.seg):
             self.close(j, horizon, rollback=False)
         for j in self.queue:
             self.acc["queued"][j] += horizon - self.enter[j]
         self.acc["useful"] = list(self.base)
         self.arrived = arrivals
+
+
+def job_schedules(cfg: FleetConfig, tau: list[float]) -> list[CheckpointSchedule]:
+    """Each job's checkpoint cadence as the CheckpointSchedule the job twins use: a `write_s` stall every
+    tau compute seconds, durable when the stall ends (one object per distinct interval)."""
+    by_tau = {t: CheckpointSchedule(tau_s=t, stall_s=cfg.write_s) for t in set(tau)}
+    return [by_tau[t] for t in tau]
+
+
+def first_segment_walls(cfg: FleetConfig, tr: FleetTrace, tau: np.ndarray) -> list[float]:
+    """Wall seconds of each job's first segment (all its work, checkpoints on the way): what `start`
+    computes for a job with no progress yet, computed once for all runs."""
+    return [s.wall_for_compute(w) for s, w in zip(job_schedules(cfg, tau.tolist()), tr.work_s.tolist())]
 
 
 def checkpoint_intervals(cfg: FleetConfig, tr: FleetTrace, model: FailureModel) -> np.ndarray:
@@ -287,73 +331,61 @@ def checkpoint_intervals(cfg: FleetConfig, tr: FleetTrace, model: FailureModel) 
     return tau
 
 
-def simulate_fleet(cfg: FleetConfig, tr: FleetTrace, runs: int = 10, seed: int = 0) -> dict:
+@dataclass
+class FleetRunResult:
+    """What summarise_fleet needs of one run, per arrived job (small enough to return from a worker)."""
+
+    acc: dict
+    end: list
+    first_start: list
+    arrived: int
+    c: dict
+
+
+def _run_one(cfg: FleetConfig, tr: FleetTrace, model: FailureModel, tau: np.ndarray, first_wall: list,
+             rs: np.random.SeedSequence) -> FleetRunResult:
+    rng = np.random.default_rng(rs)
+    times_h, causes = model.draw(rng, cfg.days * 86400.0 / 3600.0, cfg.gpus, cfg.gpus_per_node)
+    run = _FleetRun(cfg, tr, model, tau, first_wall)
+    run.run(times_h * 3600.0, causes, rng.random(len(times_h)), model)
+    n = run.arrived
+    return FleetRunResult({k: v[:n] for k, v in run.acc.items()}, run.end[:n], run.first_start[:n], n, run.c)
+
+
+_WORKER_ARGS: tuple = ()
+
+
+def _worker_init(*args) -> None:
+    global _WORKER_ARGS
+    _WORKER_ARGS = args
+
+
+def _worker_run(rs: np.random.SeedSequence) -> FleetRunResult:
+    return _run_one(*_WORKER_ARGS, rs)
+
+
+def simulate_fleet(cfg: FleetConfig, tr: FleetTrace, runs: int = 10, seed: int = 0, workers: int = 1) -> dict:
+    """`runs` Monte-Carlo runs. The runs are independent (run i draws from stream i of the seed), so
+    `workers` > 1 runs them in that many processes with the same result."""
     if not 1 <= runs <= 100000:
         raise SpecError("runs", "an integer in [1, 100000]", runs)
+    if not 1 <= workers <= 256:
+        raise SpecError("workers", "an integer in [1, 256]", workers)
     if tr.gpus.size and int(tr.gpus.max()) > cfg.gpus:
         raise SpecError("gpus", f"at least the trace's largest job ({int(tr.gpus.max())} GPUs)", cfg.gpus)
     model = load_failure_model(cfg.failure_model, "failure_model")
     model = model.scaled(cfg.failure_scale) if cfg.failure_scale != 1.0 else model
     tau = checkpoint_intervals(cfg, tr, model)
-    horizon = cfg.days * 86400.0
-    per_run = []
-    for rs in run_seeds(seed, runs):
-        rng = np.random.default_rng(rs)
-        times_h, causes = model.draw(rng, horizon / 3600.0, cfg.gpus, cfg.gpus_per_node)
-        run = _FleetRun(cfg, tr, model, tau)
-        run.run(times_h * 3600.0, causes, rng.random(len(times_h)), model)
-        per_run.append(run)
+    args = (cfg, tr, model, tau, first_segment_walls(cfg, tr, tau))
+    seeds = run_seeds(seed, runs)
+    if workers == 1 or runs == 1:
+        per_run = [_run_one(*args, rs) for rs in seeds]
+    else:
+        import multiprocessing  # noqa: PLC0415
+        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+        with ProcessPoolExecutor(min(workers, runs), mp_context=ctx, initializer=_worker_init, initargs=args) as pool:
+            per_run = list(pool.map(_worker_run, seeds))
     return summarise_fleet(cfg, tr, per_run, runs, seed)
-
-
-def job_accounts(run: "_FleetRun", horizon: float) -> dict[str, np.ndarray]:
-    """Per arrived job: each category and the wall time (submission to completion or horizon), seconds."""
-    n = run.arrived
-    out = {k: np.array(run.acc[k][:n]) for k in CATEGORIES}
-    end = np.array(run.end[:n])
-    out["wall"] = np.where(np.isnan(end), horizon, end) - run.tr.submit_s[:n]
-    out["run_wall"] = np.where(np.isnan(end), horizon, end) - np.array(run.first_start[:n])  # nan: never started
-    return out
-
-
-def summarise_fleet(cfg: FleetConfig, tr: FleetTrace, per_run: list, runs: int, seed: int) -> dict:
-    horizon = cfg.days * 86400.0
-    cap_gpu_s = cfg.gpus * horizon
-    rows = {k: [] for k in ("goodput", "utilization", "ettr_job", "ettr_gpu_h", "ettr_p10", "queue_h_mean",
-                            "queue_h_p95", "finished", "failures", "job_failures", "preemptions", "closure")}
-    lost = {k: [] for k in CATEGORIES if k != "useful"}
-    for run in per_run:
-        acc = job_accounts(run, horizon)
-        g = tr.gpus[:run.arrived].astype(float)
-        started = acc["run_wall"] > 0  # ETTR as the job twins: useful / (end - first start)
-        ettr = acc["useful"][started] / acc["run_wall"][started]
-        rows["goodput"].append((acc["useful"] * g).sum() / cap_gpu_s)
-        busy = acc["useful"] + acc["lost"] + acc["restart"] + acc["checkpoint_stall"]
-        rows["utilization"].append((busy * g).sum() / cap_gpu_s)
-        rows["ettr_job"].append(ettr.mean())
-        w = (acc["run_wall"] * g)[started]
-        rows["ettr_gpu_h"].append((ettr * w).sum() / w.sum())
-        rows["ettr_p10"].append(np.percentile(ettr, 10))
-        rows["queue_h_mean"].append(acc["queued"].mean() / 3600.0)
-        rows["queue_h_p95"].append(np.percentile(acc["queued"], 95) / 3600.0)
-        rows["finished"].append(float(np.isfinite(np.array(run.end[:run.arrived])).mean()))
-        for k in ("failures", "job_failures", "preemptions"):
-            rows[k].append(run.c[k])
-        total = sum(acc[k] for k in CATEGORIES)
-        rows["closure"].append(float(np.abs(total - acc["wall"]).max()))
-        for k in lost:
-            lost[k].append((acc[k] * g).sum() / 3600.0)
-    return {
-        "trace": tr.name, "jobs_arrived": int(per_run[0].arrived), "gpus": cfg.gpus, "days": cfg.days,
-        "runs": runs, "seed": seed, "failure_model": cfg.failure_model, "failure_scale": cfg.failure_scale,
-        "recovery": cfg.recovery.kind,
-        "cluster_goodput": stat(rows["goodput"]), "utilization": stat(rows["utilization"]),
-        "ettr_job_weighted": stat(rows["ettr_job"]), "ettr_gpu_hour_weighted": stat(rows["ettr_gpu_h"]),
-        "ettr_p10": stat(rows["ettr_p10"]),
-        "queue_h": {"mean": stat(rows["queue_h_mean"]), "p95": stat(rows["queue_h_p95"])},
-        "jobs_finished": stat(rows["finished"]),
-        "failures": stat(rows["failures"]), "job_interruptions": stat(rows["job_failures"]),
-        "preemptions": stat(rows["preemptions"]),
-        "gpu_hours": {k: stat(v) for k, v in lost.items()},
-        "accounting_max_error_s": max(rows["closure"]),
-    }

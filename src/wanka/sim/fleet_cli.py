@@ -18,10 +18,13 @@ def cmd_fleet(args):
         raise SpecError("trace", "a trace: wanka simulate fleet philly (or a CSV file)")
     if args.scale is not None and not (math.isfinite(args.scale) and args.scale > 0):
         raise SpecError("--scale", "a number > 0 (arrival-rate multiplier)", args.scale)
+    if not 1 <= args.workers <= 256:
+        raise SpecError("--workers", "an integer in [1, 256]", args.workers)
     cfg = FleetConfig(gpus=args.gpus, days=args.days, failure_scale=args.failure_scale)
     scale = args.scale if args.scale is not None else (PHILLY_SPAN_DAYS / args.days if args.target == "philly" else 1.0)
     trace = load_fleet_trace(args.target, scale=scale)
-    out = simulate_fleet(cfg, trace, runs=args.runs or 10, seed=0 if args.seed is None else args.seed)
+    out = simulate_fleet(cfg, trace, runs=args.runs or 10, seed=0 if args.seed is None else args.seed,
+                         workers=args.workers)
     out["arrival_scale"] = scale
 
     def render(console: Console) -> None:

@@ -15,8 +15,9 @@ leaf / spine) takes down every node of that node's group (`cluster.node_groups()
     the surviving replicas keep their state, so the restart costs `reconfig_s` (plus `heal_s` when it
     lands on other GPUs) and a grow back costs `join_s` (torchft quorum change, PyTorch blog 2025
     [P]). Job-scoped failures roll back as under every policy.
-What each failure costs and whether it rolls back comes from `wanka.reliability.recovery.
-RecoveryPolicy` and `StepCommits`, the same objects the single-job engine applies.
+What a failure does to each job it hits (detection time, drop replicas / restart in place / replace
+nodes, roll back or not, restart cost) is `RecoveryPolicy.respond` (wanka.reliability.recovery), the
+one decision the single-job engine and the fleet twin apply too; `StepCommits` is the step rule.
 A preempted job (second-order preemption, Kokolis et al. [Q]) also rolls back. A (re)started job pays
 detect + restart + restore before computing; checkpoints stall it as in the single-job engine.
 Per-job ETTR = useful / (end - first start); cluster goodput = useful GPU-hours / cluster GPU-hours.
@@ -31,7 +32,7 @@ import numpy as np
 
 from wanka.errors import SpecError
 from wanka.reliability.failures import GROUP_UNITS, resolve_groups
-from wanka.reliability.recovery import RecoveryPolicy, StepCommits
+from wanka.reliability.recovery import DROP_REPLICAS, RecoveryPolicy, Response, StepCommits, failure_of
 from wanka.sim.compile import compile_scenario, failure_model_of, spare_nodes, topology_groups
 from wanka.sim.outputs import run_seeds, stat
 from wanka.sim.scenario import Scenario
@@ -162,10 +163,11 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
             if trace is not None:
                 trace.append((t, jr.idx, status))
 
-        def stop(jr: _JobRun, t: float, node_lost: bool) -> None:
+        def stop(jr: _JobRun, t: float, r: Response) -> None:
+            """Roll back and requeue; the restart will cost r's detection + restart (+ restore)."""
             jr.rollback(t)
             jr.stopped_at = t
-            jr.requeue_cost_s = jr.policy.restart_cost_s(node_lost)
+            jr.requeue_cost_s = r.detect_s + r.restart_s
             mark(jr, t, "queued")
 
         def begin(jr: _JobRun, t: float, cost: float) -> None:
@@ -184,13 +186,13 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
                         cost = jr.policy.rejoin_cost_s(on_new_gpus=not set(d.gpu_ids) <= set(jr.gpu_ids))
                         jr.acc["queued"] += t - (jr.stopped_at or t)
                     else:
-                        cost = rec.detect_s + jr.requeue_cost_s + jr.restore_s
+                        cost = jr.requeue_cost_s + jr.restore_s
                         jr.acc["queued"] += t - (jr.stopped_at or t)
                     jr.ft_pending = False
                     jr.speed, jr.gpu_ids = _speed(d, jr), tuple(d.gpu_ids)
                     begin(jr, t, cost)
                 elif isinstance(d, Preempt):
-                    stop(jr, t, node_lost=False)
+                    stop(jr, t, jr.policy.after_preemption())
                     jr.preemptions += 1
                     counts["preemptions"] += 1
                 elif isinstance(d, Resize):
@@ -220,14 +222,15 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
                     if cause.unit in GROUP_UNITS else [a]
                 holders = set(s.jobs_on_nodes(hit_nodes))
                 running = [n for n in names if n in holders]
-                detect = rec.hang_detect_s if cause.detect == "hang" else rec.detect_s
-                if cause.recovery == "restart":
-                    for n in running:  # the job crashes and restarts on the same GPUs
+                failure = failure_of(cause)
+                if not failure.node_lost:
+                    for n in running:  # RESTART_IN_PLACE: the job crashes and restarts on the same GPUs
                         jr = ids[n]
+                        r = jr.policy.respond(failure, jr.dp)
                         jr.rollback(t)
                         jr.interruptions += 1
                         counts["job_hits"] += 1
-                        begin(jr, t, detect + jr.policy.restart_cost_s(node_lost=False) + jr.restore_s)
+                        begin(jr, t, r.detect_s + r.restart_s + jr.restore_s)
                     continue
                 fresh = [n for n in hit_nodes if n not in s.down]
                 if not fresh:
@@ -239,13 +242,15 @@ def simulate_cluster(sc: Scenario, runs: int | None = None, seed: int | None = N
                     jr = ids[n]
                     jr.interruptions += 1
                     counts["job_hits"] += 1
-                    if jr.policy.replica_level(True, cause.scope == "job", jr.dp):  # replicas drop out, no rollback
+                    # the scheduler decides how many replicas restart (min_gpus), so no SHRINK here
+                    r = jr.policy.respond(failure, jr.dp)
+                    if r.action == DROP_REPLICAS:  # replicas drop out, no rollback
                         jr.discard_step(t)
                         jr.ft_pending, jr.stopped_at = True, t
                         counts["ft_recoveries"] += 1
                         mark(jr, t, "queued")
-                    else:
-                        stop(jr, t, node_lost=True)
+                    else:  # REPLACE_NODES: roll back and requeue; the restart pays r's detection and cost
+                        stop(jr, t, r)
                 if spares and with_jobs and s.spares:
                     s.take_spare(min(with_jobs, len(s.spares)), near=fresh[:1])
                 for n in fresh:
