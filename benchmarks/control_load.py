@@ -141,7 +141,7 @@ def main() -> None:
     lat = sorted(tally.latency_s)
     p50 = statistics.median(lat) if lat else float("nan")
     p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan")
-    print(f"{args.clients} clients, {elapsed:.1f} s, db {args.db or 'sqlite'}: {total} requests ({total / elapsed:.0f}/s)")
+    print(f"{args.clients} clients, {elapsed:.1f} s, db {(args.db or 'sqlite').split(':')[0]}: {total} requests ({total / elapsed:.0f}/s)")
     print("status classes: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.classes.items())))
     print(f"latency p50 {p50 * 1e3:.0f} ms, p99 {p99 * 1e3:.0f} ms")
     failures = sum(v for k, v in tally.classes.items() if not (k[0].isdigit() and k[0] in "24"))
