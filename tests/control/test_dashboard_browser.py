@@ -66,7 +66,7 @@ def test_page_shows_a_jobs_loss_curve_and_the_injected_fault(browser, service_fa
     assert page.locator("#nodes .node[data-node='local'] .cell.util").count() == 1
 
     # the injected NaN: the trainer rolls back, the service audits it, the page lists it
-    event = f"#timeline li.event[data-rule='loss_spike'][data-decision='rollback']"
+    event = "#timeline li.event[data-rule='loss_spike'][data-decision='rollback']"
     page.wait_for_selector(event, timeout=WAIT_MS)
     alert, action = page.text_content(f"{event} .alert"), page.text_content(f"{event} .action")
     assert f"job {job_id}" in alert and "batch" in alert, alert
