@@ -34,6 +34,7 @@ def test_users_see_and_cancel_only_their_own_jobs(api, tmp_path):
     # bob's job is invisible to alice, and her cancel does not reach it
     assert client.get(f"/v1/jobs/{b['id']}", headers=auth["alice"]).status_code == 404
     assert client.post(f"/v1/jobs/{b['id']}/cancel", headers=auth["alice"]).status_code == 404
+    assert client.get(f"/v1/jobs/{b['id']}/logs", headers=auth["alice"]).status_code == 404
     assert store.job(b["id"])["cancel_requested"] is False
     assert client.post(f"/v1/jobs/{b['id']}/cancel", headers=auth["bob"]).json()["cancel_requested"] is True
     assert client.post(f"/v1/jobs/{a['id']}/cancel", headers=auth["root"]).json()["cancel_requested"] is True

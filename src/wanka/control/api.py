@@ -147,6 +147,9 @@ def create_app(store: Store, supervisor: Supervisor) -> FastAPI:
 
         return render_metrics(store, supervisor)
 
+    from wanka.control.dashboard import add_dashboard
+
+    add_dashboard(app, store, caller, own_job)
     return app
 
 
