@@ -7,9 +7,9 @@ import pytest
 
 from wanka.plan.published import check_row, load_rows, row_layout, summary
 
-# measured when the set was added (Dec 2026): median |error| 13.1% (22 rows), max 26.8%; the bound is that
-# plus 2 points of margin, so a regression shows and a mechanism change that helps can tighten it
-MEDIAN_BOUND = 0.151
+# measured when the set was added (Dec 2026): median |error| 13.7% (32 rows), p90 23.2%, max 87.9% (Llama
+# 3.1 8B on 512 GB200s); the bound is that plus 2 points of margin, so a regression shows
+MEDIAN_BOUND = 0.157
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +19,8 @@ def checks():
 
 def test_every_row_loads_and_is_priced(checks):
     rows = load_rows("mlperf")
-    assert len(rows) == 22 and all(c.skipped is None for c in checks)
-    assert summary(checks)["compared"] == 22 and all(c.basis == "tokens/s" for c in checks)
+    assert len(rows) == 32 and all(c.skipped is None for c in checks)
+    assert summary(checks)["compared"] == 32 and all(c.basis == "tokens/s" for c in checks)
 
 
 def test_rows_are_priced_with_the_submitted_layout():
@@ -29,7 +29,7 @@ def test_rows_are_priced_with_the_submitted_layout():
         p, hw = r["parallelism"], r["hardware"]
         assert lay.tp * lay.pp * lay.cp * lay.dp == hw["gpu_count"]
         assert lay.gbs == p["grad_accum_steps"] * lay.dp * lay.mbs  # the log's batch and accumulation agree
-        assert (lay.precision, lay.zero, lay.vpp) == ("fp8", 1, p["virtual_pipeline_chunks_per_rank"])
+        assert (lay.precision, lay.zero, lay.vpp) == ("fp8", 1, p["virtual_pipeline_chunks_per_rank"] or 1)
 
 
 def test_measured_throughput_is_the_logged_step_time(checks):
