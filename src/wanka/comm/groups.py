@@ -59,8 +59,9 @@ def _busiest_fanout(ids: np.ndarray, units: list[np.ndarray]) -> tuple[int, ...]
     fan = []
     for unit in units:
         # distinct (unit, below) pairs as one integer key: np.unique(axis=1) sorts rows, ~20x slower
-        pairs = np.unique(unit * (int(below.max()) + 1) + below)
-        fan.append(int(np.unique(pairs // (int(below.max()) + 1), return_counts=True)[1].max()))
+        radix = int(below.max()) + 1
+        pairs = np.unique(unit * radix + below)
+        fan.append(int(np.unique(pairs // radix, return_counts=True)[1].max()))
         below = unit
     return tuple(fan)
 

@@ -306,7 +306,6 @@ class Check:
 def check_row(row: dict) -> Check:
     """Price one published run and compare; never raises for a row the planner cannot take."""
     from wanka.plan.estimate import estimate
-
     from wanka.plan.frameworks import family_of
 
     p = _sec(row, "parallelism")
