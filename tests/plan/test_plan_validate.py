@@ -151,3 +151,25 @@ def test_hsdp_shard_group_is_read_from_the_zero_text():
     assert (lay.zero, lay.dp_shard) == (3, 72)
     row["parallelism"]["zero_or_fsdp"] = "FSDP (full shard)"
     assert row_layout(row)[0].dp_shard is None
+
+
+def test_json_summary_gives_median_and_p90_per_framework_family(run_cli):
+    import statistics
+
+    from wanka.plan.uncertainty import quantile
+
+    code, out, err = run_cli("plan", "validate", "--runs", "mindspeed_ascend", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    by_family: dict[str, list[float]] = {}
+    for r in doc["rows"]:
+        if r["error"] is not None and not r["skipped"]:
+            by_family.setdefault(r["family"], []).append(abs(r["error"]))
+    fams = doc["summary"]["by_family"]
+    assert set(fams) == set(by_family) == {"megatron-core"}  # MindSpeed-LLM runs Megatron-Core models
+    for name, errs in by_family.items():
+        assert fams[name]["compared"] == len(errs)
+        assert fams[name]["median_abs_error"] == pytest.approx(statistics.median(errs))
+        assert fams[name]["p90_abs_error"] == pytest.approx(quantile(errs, 0.9))
+    s = doc["summary"]
+    assert s["median_abs_error"] <= s["p90_abs_error"] <= s["max_abs_error"]

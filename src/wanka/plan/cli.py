@@ -273,7 +273,10 @@ def cmd_validate(args):
     if args.write_residuals:
         return _write_residuals(args)
     if not args.runs:
-        raise SpecError("--runs", "a JSON file of runs or a built-in set (calibration, dgxc), or --write-residuals")
+        from wanka.plan.published import built_in_runs
+
+        raise SpecError("--runs", f"a JSON file of runs or a built-in set ({', '.join(built_in_runs())}), "
+                        "or --write-residuals")
     checks = [check_row(r) for r in load_rows(args.runs)]
     stats = summary(checks)
     payload = {"runs": args.runs, "summary": stats, "rows": [asdict(c) for c in checks]}
@@ -298,8 +301,11 @@ def cmd_validate(args):
                 console.print(f"skipped {c.id}: {c.skipped}", soft_wrap=True)
         if stats["compared"]:
             console.print(f"{stats['compared']} of {stats['rows']} rows compared at steady state: median |error| "
-                          f"{stats['median_abs_error']:.1%}, max {stats['max_abs_error']:.1%} (run-level rows "
-                          "are listed, not counted)")
+                          f"{stats['median_abs_error']:.1%}, p90 {stats['p90_abs_error']:.1%}, max "
+                          f"{stats['max_abs_error']:.1%} (run-level rows are listed, not counted)")
+            console.print("by framework family (median / p90 |error|, rows): " + "; ".join(
+                f"{f} {v['median_abs_error']:.1%} / {v['p90_abs_error']:.1%} ({v['compared']})"
+                for f, v in stats["by_family"].items()), soft_wrap=True)
         if stats["p10_p90_coverage"] is not None:
             console.print(f"measured value inside the predicted p10-p90 interval: {stats['p10_p90_coverage']:.0%} of rows "
                           "(built-in rows judged with their own configuration left out)")

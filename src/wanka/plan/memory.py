@@ -105,19 +105,24 @@ def _split(layers: int, dense_total: int, pp: int, stage: int) -> tuple[int, int
 
 def _stage_params(m: ModelSpec, lay: Layout, stage: int) -> tuple[float, float]:
     """(non-expert params on one GPU, routed-expert params on one GPU) of a stage."""
-    dense, moe = stage_layers(m, lay.pp, stage)
+    return _stage_params_of(m, lay.pp, lay.tp, lay.ep, lay.expert_tp, stage)
+
+
+@memo_by_identity(1)  # the search asks for the same (pp, tp, ep, etp, stage) for every dp, mbs, zero
+def _stage_params_of(m: ModelSpec, pp: int, tp: int, ep: int, expert_tp: int, stage: int) -> tuple[float, float]:
+    dense, moe = stage_layers(m, pp, stage)
     common = attention_params(m) + 2 * norm_params(m)
     non_expert = (dense + moe) * common + dense * mlp_params(m, m.ffn_hidden)
     expert = 0.0
     if m.moe is not None and moe:
         e = mlp_params(m, m.moe.ffn_hidden)
         non_expert += moe * (m.moe.shared_experts * e + m.moe.experts * m.hidden)
-        expert = moe * m.moe.experts * e / lay.ep * lay.tp / lay.expert_tp  # /tp below
+        expert = moe * m.moe.experts * e / ep * tp / expert_tp  # /tp below
     if stage == 0:
         non_expert += m.vocab * m.hidden
-    if stage == lay.pp - 1:
+    if stage == pp - 1:
         non_expert += (0 if m.tied_embeddings else m.vocab * m.hidden) + norm_params(m)
-    return non_expert / lay.tp, expert / lay.tp
+    return non_expert / tp, expert / tp
 
 
 def in_flight_microbatches(lay: ResolvedLayout, stage: int) -> float:
@@ -135,17 +140,23 @@ def _per_microbatch(m: ModelSpec, lay: Layout, stage: int, seq: int, attention: 
                     modules: tuple[str, ...], fp8: bool) -> tuple[float, float]:
     """(activation bytes of one micro-batch through the stage's layers, the largest layer's
     activations without recompute)."""
-    s_local = seq // lay.cp
-    sp = lay.sequence_parallel
-    dense, moe = stage_layers(m, lay.pp, stage)
-    extra = modules if lay.recompute == "selective" else ()
-    mode = lay.recompute if (lay.recompute != "selective" or "core_attn" in modules) else "none"
+    return _per_microbatch_of(m, lay.pp, lay.tp, lay.cp, lay.sequence_parallel, lay.mbs, lay.recompute, stage, seq,
+                              attention, modules, fp8)
+
+
+@memo_by_identity(1)  # the same stage shape recurs for every dp, vpp, ep, zero of the search
+def _per_microbatch_of(m: ModelSpec, pp: int, tp: int, cp: int, sp: bool, mbs: int, recompute: str, stage: int,
+                       seq: int, attention: str, modules: tuple[str, ...], fp8: bool) -> tuple[float, float]:
+    s_local = seq // cp
+    dense, moe = stage_layers(m, pp, stage)
+    extra = modules if recompute == "selective" else ()
+    mode = recompute if (recompute != "selective" or "core_attn" in modules) else "none"
     per_mb = worst_layer = 0.0
     for count, is_moe in ((dense, False), (moe, True)):
         if count:
-            a = layer_activations(m, lay.mbs, s_local, is_moe, attention, extra, fp8)
-            per_mb += count * a.stored(lay.tp, sp, mode)
-            worst_layer = max(worst_layer, a.stored(lay.tp, sp, "none"))
+            a = layer_activations(m, mbs, s_local, is_moe, attention, extra, fp8)
+            per_mb += count * a.stored(tp, sp, mode)
+            worst_layer = max(worst_layer, a.stored(tp, sp, "none"))
     return per_mb, worst_layer
 
 
@@ -179,7 +190,7 @@ def memory_per_gpu(m: ModelSpec, lay: Layout, seq: int, attention: str = "flash"
     """The fullest pipeline rank (`lay` resolved). `modules`: what recompute=selective recomputes
     (Megatron-Core --recompute-modules); `fp8_cache`: FP8 runs cache GEMM inputs in FP8;
     `dualpipe`: DeepSeek's bidirectional schedule (each rank holds two mirrored stages)."""
-    lay = ResolvedLayout.of(lay)  # micro-batches and shard sizes (the search passes plain Layouts with dp, gbs)
+    lay = ResolvedLayout.of(lay)  # micro-batches and shard sizes (a plain Layout needs dp and gbs set)
     best = None
     ranks = range((lay.pp + 1) // 2) if dualpipe else distinct_stages(m, lay.pp)
     for rank in ranks:

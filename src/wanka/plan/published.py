@@ -300,13 +300,17 @@ class Check:
     p10: float | None = None  # interval of the compared quantity (units of `measured`, or MFU/HFU %)
     p90: float | None = None
     covered: bool | None = None  # measured inside [p10, p90]
+    family: str | None = None  # framework profile the row names (plan/frameworks.py family_of)
 
 
 def check_row(row: dict) -> Check:
     """Price one published run and compare; never raises for a row the planner cannot take."""
     from wanka.plan.estimate import estimate
+    from wanka.plan.frameworks import family_of
 
-    c = Check(id=str(row.get("id", "?")), gpus=_sec(row, "hardware").get("gpu_count"))
+    p = _sec(row, "parallelism")
+    c = Check(id=str(row.get("id", "?")), gpus=_sec(row, "hardware").get("gpu_count"),
+              family=family_of(p.get("framework"), p.get("zero_or_fsdp")))
     try:
         model, cluster = row_model(row), row_cluster(row, c.assumed)
         lay, layout_assumed = row_layout(row)
@@ -366,11 +370,19 @@ def _runlevel_tokens_per_gpu(r: dict) -> float | None:
 
 
 def summary(checks: list[Check]) -> dict:
-    """Error statistics over steady-state comparisons (tokens/s, MFU, HFU); run-level rows are
-    reported per row (they include failures and restarts the planner does not price)."""
-    errs = [abs(c.error) for c in checks if c.error is not None and not c.skipped and c.basis != "run-level"]
-    from wanka.plan.uncertainty import coverage
+    """Error statistics over steady-state comparisons (tokens/s, MFU, HFU), overall and per
+    framework family; run-level rows are reported per row (they include failures and restarts the
+    planner does not price)."""
+    from wanka.plan.uncertainty import coverage, quantile
 
+    compared = [c for c in checks if c.error is not None and not c.skipped and c.basis != "run-level"]
+    errs = [abs(c.error) for c in compared]
+    families: dict[str, list[float]] = {}
+    for c in compared:
+        families.setdefault(c.family or "unrecognised", []).append(abs(c.error))
     return {"rows": len(checks), "compared": len(errs), "skipped": sum(1 for c in checks if c.skipped),
-            "median_abs_error": statistics.median(errs) if errs else None, "max_abs_error": max(errs) if errs else None,
-            "p10_p90_coverage": coverage(checks)}
+            "median_abs_error": statistics.median(errs) if errs else None,
+            "p90_abs_error": quantile(errs, 0.9) if errs else None, "max_abs_error": max(errs) if errs else None,
+            "p10_p90_coverage": coverage(checks),
+            "by_family": {f: {"compared": len(e), "median_abs_error": statistics.median(e),
+                              "p90_abs_error": quantile(e, 0.9)} for f, e in sorted(families.items())}}

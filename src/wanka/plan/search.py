@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from wanka.cluster import Cluster
 from wanka.errors import SpecError
-from wanka.layout import Layout
+from wanka.resolved_layout import ResolvedLayout
 from wanka.plan.estimate import Estimate, estimate
 from wanka.plan.exposure import Options
 from wanka.plan.memory import fits, memory_per_gpu
@@ -133,8 +133,9 @@ def candidate_layouts(model: ModelSpec, cluster: Cluster, gbs: int | None, seq: 
                 for ep, etp in eps:
                     for zero in ZERO:
                         for rec in RECOMPUTE:
-                            yield Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, mbs=mbs, gbs=batch,
-                                         zero=zero, recompute=rec, precision=precision)
+                            # resolved here (dp and gbs are set): memory and pricing do not check it again
+                            yield ResolvedLayout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, mbs=mbs,
+                                                 gbs=batch, zero=zero, recompute=rec, precision=precision)
 
 
 def search(model: ModelSpec, cluster: Cluster, gbs: int | None = None, seq: int | None = None, top: int = 5,
