@@ -14,14 +14,17 @@ def test_rows_are_priced_with_the_pipeline_engine_schedule():
         c = check_row(r)
         assert c.skipped is None and c.basis == "tokens/s"
         opts = framework_options(r, row_layout(r)[0])
-        assert (opts.grad_sync, opts.dp_overlap, opts.pp_scatter_gather) == ("per_step", False, False)
+        # DeepSpeed's pipeline engine partitions stage outputs over the TP ranks (is_pipe_partitioned)
+        assert (opts.grad_sync, opts.dp_overlap, opts.pp_scatter_gather) == ("per_step", False, True)
 
 
-def test_whole_activations_between_stages_cost_tp_times_the_bytes():
+def test_partitioned_sends_cost_a_tp_th_of_whole_activations():
+    """DeepSpeed's engine sends 1/tp of each stage output per rank (PartitionedTensor); sending the
+    whole tensor from every TP rank (pp_scatter_gather=False) costs more than twice as much at tp=4."""
     r = next(r for r in load_rows("megatron_deepspeed") if r["id"].startswith("bloom"))
     m, c, (lay, _) = row_model(r), row_cluster(r), row_layout(r)
     ds = framework_options(r, lay)
-    whole = estimate(m, c, lay, options=ds)
-    split = estimate(m, c, lay, options=dataclasses.replace(ds, pp_scatter_gather=True))
+    split = estimate(m, c, lay, options=ds)
+    whole = estimate(m, c, lay, options=dataclasses.replace(ds, pp_scatter_gather=False))
     assert lay.tp == 4 and whole.breakdown["pp_comm"] > 2 * split.breakdown["pp_comm"]
     assert whole.tokens_per_s_per_gpu < split.tokens_per_s_per_gpu
