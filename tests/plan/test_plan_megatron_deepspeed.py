@@ -28,3 +28,13 @@ def test_partitioned_sends_cost_a_tp_th_of_whole_activations():
     whole = estimate(m, c, lay, options=dataclasses.replace(ds, pp_scatter_gather=False))
     assert lay.tp == 4 and whole.breakdown["pp_comm"] > 2 * split.breakdown["pp_comm"]
     assert whole.tokens_per_s_per_gpu < split.tokens_per_s_per_gpu
+
+
+def test_mtnlg_runs_on_selenes_80gb_a100s_and_fits():
+    """Microsoft Research blog (2021-10-11): each of Selene's DGX A100 servers has eight A100 80GB GPUs
+    (the llm-analysis relay said 40GB); at TP 8 x PP 35 without ZeRO the model then fits."""
+    for r in load_rows("megatron_deepspeed"):
+        if r["id"].startswith("mtnlg"):
+            assert row_cluster(r).gpu.name == "a100-80gb"
+            c = check_row(r)
+            assert c.fits and c.memory_GiB < 80
