@@ -67,7 +67,7 @@ BAD_OPTIONS = [
     ({"dp_overlap": "no"}, "options.dp_overlap"), ({"fp8_activation_cache": 0}, "options.fp8_activation_cache"),
     ({"zero3_grad_overlap": None}, "options.zero3_grad_overlap"),
     ({"eager": "yes"}, "options.eager"), ({"fp8_scaling": "delayed"}, "options.fp8_scaling"),
-    ({"profile": "titan"}, "options.profile"),
+    ({"profile": "titan"}, "options.profile"), ({"pp_blocking_p2p": 1}, "options.pp_blocking_p2p"),
 ]
 
 

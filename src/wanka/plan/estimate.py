@@ -143,7 +143,9 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     # (Narayanan et al. SC'21 s.4.1); DeepSpeed's pipeline engine sends the whole output tensor
     split = sp or (lay.tp > 1 and opts.pp_scatter_gather)
     p2p = 0.0 if dualpipe else pp_p2p_s(cluster, lay, act_bytes / (lay.tp if split else 1), opts)
-    p2p_mb = 2 * lay.vpp * p2p  # one forward and one backward transfer per model chunk
+    # one forward and one backward transfer per model chunk; a blocking engine also pays the receive
+    # of each (Options.pp_blocking_p2p: tests/plan/test_plan_megatron_deepspeed.py simulates it)
+    p2p_mb = (4 if opts.pp_blocking_p2p else 2) * lay.vpp * p2p
     m = lay.microbatches
     per_mb = fwd + bwd + p2p_mb
     if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)

@@ -77,6 +77,10 @@ class Options:
     # pipeline sends split over the TP ranks (Megatron's scatter/gather, SC'21 s.4.1); False:
     # DeepSpeed's pipeline engine sends each stage's whole output from every TP rank
     pp_scatter_gather: bool = True
+    # pipeline sends and receives one at a time on the compute stream (DeepSpeed runtime/pipe/p2p.py:
+    # async_op must be False): a stage pays its send and its receive of each activation and gradient,
+    # 4 transfers per micro-batch per chunk; False: Megatron's batched send_forward_recv_backward, 2
+    pp_blocking_p2p: bool = False
     # elementwise ops run as separate kernels (PyTorch eager, no torch.compile): torchtitan's RMSNorm,
     # RoPE and SwiGLU op by op (wanka.plan.compute.eager_extra_bytes); False: fused kernels
     eager: bool = False

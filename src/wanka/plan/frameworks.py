@@ -36,6 +36,9 @@ _DS_P2P = ("DeepSpeed runtime/pipe/engine.py: with model parallelism the pipelin
            "(is_pipe_partitioned, PartitionedTensor; since the engine's first version 65c2f974d, 2020-09), and the "
            "gradients too from e2fdd254e (2021-09, is_grad_partitioned): 1/tp of the tensor per rank, as "
            "Megatron's scatter/gather (Narayanan et al. SC'21 s.4.1)")
+_DS_BLOCKING = ("DeepSpeed runtime/pipe/p2p.py send/recv assert async_op == False: dist.send / dist.recv block the "
+                "stage until the peer's matching call, so each stage pays its sends and its receives (a simulation "
+                "of schedule.py TrainSchedule: (m + pp - 1)(F + B + 4T))")
 _DS_COMM_DTYPE = ("DeepSpeed runtime/engine.py communication_data_type: unless configured, gradients are reduced in "
                   "the training dtype (fp16/bf16), 2 bytes, not in fp32")
 _OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
@@ -96,15 +99,17 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("megatron-deepspeed", "Megatron-DeepSpeed (BLOOM, MT-NLG era, 2021-2022): DeepSpeed pipeline "
               "engine, ZeRO-1, unfused attention",
               dict(attention="unfused", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
-                   pp_scatter_gather=True, grad_bytes=2),
+                   pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True),
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP, "dp_overlap": _DS_REDUCE,
                "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE, "pp_scatter_gather": _DS_P2P,
+               "pp_blocking_p2p": _DS_BLOCKING,
                "grad_bytes": _DS_COMM_DTYPE},
               pipeline_switches=_DS_PIPE_SWITCHES),
     Framework("deepspeed", "DeepSpeed ZeRO (engine without pipeline): reduce at the boundary (ZeRO-1), every "
               "micro-batch with overlap_comm (ZeRO-2), per-submodule fetch (ZeRO-3)",
-              dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight", grad_bytes=2),
+              dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight", grad_bytes=2, pp_blocking_p2p=True),
               {"dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_bytes": _DS_COMM_DTYPE,
+               "pp_blocking_p2p": _DS_BLOCKING,
                "zero3_unit": "DeepSpeed ZeRO-3 fetches parameters per submodule (runtime/zero/partitioned_param_"
                              "coordinator.py)", "grad_sync": _DS_PIPE},
               pipeline_switches=_DS_PIPE_SWITCHES,

@@ -55,6 +55,7 @@ RULES = {
     "moe_dispatch_bytes": ((lambda v: v is None or (type(v) is int and v in (1, 2, 4))), "1, 2 or 4 bytes per element, or None"),
     "pp_scatter_gather": _FLAG,
     "eager": _FLAG,
+    "pp_blocking_p2p": _FLAG,
     "fp8_scaling": _choice("fused", "torchao-tensorwise"),
     "profile": ((lambda v: v is None or v in _profile_names()), "a framework profile name (wanka plan --framework) or None"),
 }
