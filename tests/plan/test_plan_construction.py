@@ -66,6 +66,8 @@ BAD_OPTIONS = [
     ({"grad_bytes": 3}, "options.grad_bytes"), ({"grad_bytes": 4.0}, "options.grad_bytes"),
     ({"dp_overlap": "no"}, "options.dp_overlap"), ({"fp8_activation_cache": 0}, "options.fp8_activation_cache"),
     ({"zero3_grad_overlap": None}, "options.zero3_grad_overlap"),
+    ({"eager": "yes"}, "options.eager"), ({"fp8_scaling": "delayed"}, "options.fp8_scaling"),
+    ({"profile": "titan"}, "options.profile"), ({"pp_blocking_p2p": 1}, "options.pp_blocking_p2p"),
 ]
 
 
@@ -79,7 +81,8 @@ def test_invalid_options_raise_one_line_naming_the_field(kwargs, field):
 def test_valid_constructions_pass():
     Layout(tp=8, pp=4, vpp=2, zero=3, recompute="full", precision="fp8", sp=False, dp_shard=8)
     Options(tp_overlap=1, ep_overlap=0.5, comm_sm_fraction=20 / 132, grad_bytes=2, pipeline="dualpipe",
-            recompute_modules=("core_attn", "moe_act"), algorithm="flat-ring", zero3_unit="weight")
+            recompute_modules=("core_attn", "moe_act"), algorithm="flat-ring", zero3_unit="weight",
+            eager=True, fp8_scaling="torchao-tensorwise", profile="torchtitan")
 
 
 def test_cli_rejects_a_bad_tp_overlap_with_exit_2(run_cli):

@@ -13,6 +13,8 @@ Three kinds of kernels (docs/plan.md "Compute"):
                backward.
   elementwise  norms, residual adds, dropout, activation function, RoPE, MoE permutation: bytes
                moved / sustained HBM bandwidth; replicated across TP ranks unless sequence parallel.
+               Fused (Megatron's fused kernels, torch.compile) unless `eager` (eager_extra_bytes).
+  FP8 casts    with torchao's dynamic tensorwise scaling, casts outside the GEMMs (fp8_cast_bytes).
 """
 
 from __future__ import annotations
@@ -61,13 +63,51 @@ def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_byt
     return max(t, t_mem) * slow, flops
 
 
+def eager_extra_bytes(m: ModelSpec, ffn: float) -> tuple[float, float]:
+    """Extra HBM bytes per token of one layer forward when PyTorch runs torchtitan's Llama block
+    eagerly (no torch.compile): (replicated across TP unless sequence parallel, split over TP).
+    Each op of torchtitan models/norms.py RMSNorm and models/llama/model.py (@9dec370ad26b) is
+    its own kernel reading and writing HBM (bf16 2 B, fp32 4 B per element):
+      RMSNorm  x.float() 2+4, pow(2) 4+4, mean 4, x*rsqrt 4+4, type_as 4+2, *weight 2+2 = 36 B per
+               element against 4 fused (read + write bf16): +32 B x h, two norms per block.
+      RoPE     xq.float() 2+4, complex multiply 4+4, type_as 4+2 = 20 B against 4: +16 B per element
+               of q and of k.
+      SwiGLU   silu(w1 x) 2+2, * w3 x 4+2 = 10 B against 6 (read both, write one): +4 B x ffn.
+    LayerNorm (one ATen kernel) and GELU are single kernels eagerly too: nothing extra."""
+    repl = 2 * 32.0 * m.hidden if m.norm == "rmsnorm" else 0.0
+    rope = 16.0 * (m.heads + m.kv_heads_) * m.head_dim_ if m.norm != "layernorm" else 0.0
+    swiglu = 4.0 * ffn if m.activation == "swiglu" else 0.0
+    return repl, rope + swiglu
+
+
+def fp8_cast_bytes(g: Gemm, tokens: float, tp: int, sp: bool, etp: int | None, local_experts: float,
+                   imbalance: float) -> tuple[float, float]:
+    """(forward, backward) HBM bytes of torchao Float8Linear's dynamic tensorwise casts around one
+    GEMM (torchao float8/float8_linear.py@eab345c Float8Linear.forward, manual_float8_matmul_with_
+    args_in_float8): forward casts the input and the weight, backward the output gradient, and
+    _scaled_mm needs transposed copies of the saved FP8 input and of the FP8 output gradient for
+    the weight gradient. Per element: a cast reads 2 B and writes 1 (the amax reduction assumed
+    fused into the producing kernel by torch.compile: a lower bound); the weight's amax is its own
+    pass (+2); a transpose copy reads 1, writes 1. A fused QKV / up projection (one Gemm here)
+    casts its shared input once (assumption: inductor CSE). Column-parallel inputs are cast on the
+    sequence shard before the FP8 all-gather when sequence parallel."""
+    split = (etp or tp) if g.expert else tp
+    k = g.k / split if g.tp_split == "k" else g.k
+    n = g.n / split if g.tp_split == "n" else g.n
+    rows = tokens * g.per_token * (split / tp * imbalance if g.expert else 1.0)
+    inputs = rows * k / (tp if (g.tp_split == "n" and sp and not g.expert) else 1)
+    weights = k * n * (local_experts if g.expert else 1.0)
+    return 3.0 * inputs + 5.0 * weights, 2.0 * inputs + 5.0 * rows * n
+
+
 @memo_by_identity(2)
 def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int, seq_full: int,
                tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str,
                modules: tuple[str, ...] = ("core_attn",), etp: int | None = None,
-               imbalance: float = 1.0) -> LayerTime:
+               imbalance: float = 1.0, eager: bool = False, fp8_scaling: str = "fused") -> LayerTime:
     """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names);
-    `imbalance`: max/mean routed tokens per EP rank (wanka.plan.moe_cost)."""
+    `imbalance`: max/mean routed tokens per EP rank (wanka.plan.moe_cost); `eager`: elementwise
+    ops unfused (eager_extra_bytes); `fp8_scaling`: "torchao-tensorwise" adds fp8_cast_bytes."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
@@ -77,8 +117,12 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         per_expert = tokens * m.moe.top_k * ep / m.moe.experts * (etp or tp) / tp
         local = m.moe.experts / ep
     gemm_s = gemm_flops = up_proj_s = up_proj_flops = mlp_s = mlp_flops = 0.0
+    cast_fwd = cast_bwd = 0.0  # bytes
     for g in layer_gemms(m, moe_layer):
         t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp, local, imbalance)
+        if precision == "fp8" and fp8_scaling == "torchao-tensorwise":
+            cf, cb = fp8_cast_bytes(g, tokens, tp, sp, etp, local, imbalance)
+            cast_fwd, cast_bwd = cast_fwd + cf, cast_bwd + cb
         gemm_s += t
         gemm_flops += f
         if g.name in ("q_up", "kv_up"):
@@ -116,10 +160,14 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         ffn_traffic = imbalance * m.moe.top_k * (act + 8 * h) + m.moe.shared_experts * act
     rope = 0 if m.norm == "layernorm" else 4 * (m.heads + m.kv_heads_) * m.head_dim_
     split = tokens * (ffn_traffic + rope)
+    if eager:
+        ffn = m.moe.top_k * m.moe.ffn_hidden if (moe_layer and m.moe is not None) else m.ffn_hidden
+        more_repl, more_split = eager_extra_bytes(m, ffn)
+        repl, split = repl + tokens * more_repl, split + tokens * more_split
     elem_fwd = (repl / (tp if sp else 1) + split / tp) / hbm
     launch = E.KERNEL_OVERHEAD_S * E.KERNELS_PER_LAYER_FWD
-    fwd = gemm_s + attn_fwd + elem_fwd + launch
-    bwd = 2 * gemm_s + attn_bwd + 2 * elem_fwd + 2 * launch
+    fwd = gemm_s + attn_fwd + elem_fwd + launch + cast_fwd / hbm
+    bwd = 2 * gemm_s + attn_bwd + 2 * elem_fwd + 2 * launch + cast_bwd / hbm
     attn_model_flops = full_flops  # HFU counts attention as the model convention does (full s x s)
     hw = 3 * (gemm_flops + attn_model_flops)
     recompute_s = 0.0

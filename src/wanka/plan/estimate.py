@@ -115,7 +115,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
                 continue
             lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
                             lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp,
-                            imbalance if is_moe else 1.0)
+                            imbalance if is_moe else 1.0, opts.eager, opts.fp8_scaling)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
             tp_l = tp_moe_s if is_moe else tp_dense_s
@@ -143,7 +143,9 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     # (Narayanan et al. SC'21 s.4.1); DeepSpeed's pipeline engine sends the whole output tensor
     split = sp or (lay.tp > 1 and opts.pp_scatter_gather)
     p2p = 0.0 if dualpipe else pp_p2p_s(cluster, lay, act_bytes / (lay.tp if split else 1), opts)
-    p2p_mb = 2 * lay.vpp * p2p  # one forward and one backward transfer per model chunk
+    # one forward and one backward transfer per model chunk; a blocking engine also pays the receive
+    # of each (Options.pp_blocking_p2p: tests/plan/test_plan_megatron_deepspeed.py simulates it)
+    p2p_mb = (4 if opts.pp_blocking_p2p else 2) * lay.vpp * p2p
     m = lay.microbatches
     per_mb = fwd + bwd + p2p_mb
     if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)

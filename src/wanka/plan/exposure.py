@@ -77,6 +77,20 @@ class Options:
     # pipeline sends split over the TP ranks (Megatron's scatter/gather, SC'21 s.4.1); False:
     # DeepSpeed's pipeline engine sends each stage's whole output from every TP rank
     pp_scatter_gather: bool = True
+    # pipeline sends and receives one at a time on the compute stream (DeepSpeed runtime/pipe/p2p.py:
+    # async_op must be False): a stage pays its send and its receive of each activation and gradient,
+    # 4 transfers per micro-batch per chunk; False: Megatron's batched send_forward_recv_backward, 2
+    pp_blocking_p2p: bool = False
+    # elementwise ops run as separate kernels (PyTorch eager, no torch.compile): torchtitan's RMSNorm,
+    # RoPE and SwiGLU op by op (wanka.plan.compute.eager_extra_bytes); False: fused kernels
+    eager: bool = False
+    # FP8 scaling: "fused" (Transformer Engine: casts fused into norms/activations and the GEMMs) or
+    # "torchao-tensorwise" (torchao Float8Linear dynamic tensorwise scaling: separate cast and
+    # transpose passes around every GEMM, wanka.plan.compute.fp8_cast_bytes)
+    fp8_scaling: str = "fused"
+    # the framework profile these Options came from (wanka.plan.frameworks); it names the
+    # uncertainty class (wanka.plan.uncertainty), never a price
+    profile: str | None = None
 
     def __post_init__(self) -> None:  # invalid Options fail on construction (wanka.plan.options_check)
         from wanka.plan.options_check import check_options

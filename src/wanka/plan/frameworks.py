@@ -31,8 +31,14 @@ _DS_GATHER = "DeepSpeed runtime/zero/stage_1_and_2.py step(): all_gather_dp_grou
 _DS_PIPE = ("DeepSpeed runtime/pipe/engine.py: the pipeline engine turns enable_backward_allreduce off and reduces "
             "gradients once, after the last micro-batch (_exec_reduce_grads), not overlapped; ZeRO-2/3 are refused "
             "with pipeline parallelism")
-_DS_P2P = ("DeepSpeed runtime/pipe/engine.py _exec_send_activations sends the stage's whole output tensor from every "
-           "rank (no Megatron scatter/gather split over the TP ranks, Narayanan et al. SC'21 s.4.1)")
+_DS_P2P = ("DeepSpeed runtime/pipe/engine.py: with model parallelism the pipeline engine partitions each stage's "
+           "output over the TP (slice) group before sending and re-assembles it on the receiver "
+           "(is_pipe_partitioned, PartitionedTensor; since the engine's first version 65c2f974d, 2020-09), and the "
+           "gradients too from e2fdd254e (2021-09, is_grad_partitioned): 1/tp of the tensor per rank, as "
+           "Megatron's scatter/gather (Narayanan et al. SC'21 s.4.1)")
+_DS_BLOCKING = ("DeepSpeed runtime/pipe/p2p.py send/recv assert async_op == False: dist.send / dist.recv block the "
+                "stage until the peer's matching call, so each stage pays its sends and its receives (a simulation "
+                "of schedule.py TrainSchedule: (m + pp - 1)(F + B + 4T))")
 _DS_COMM_DTYPE = ("DeepSpeed runtime/engine.py communication_data_type: unless configured, gradients are reduced in "
                   "the training dtype (fp16/bf16), 2 bytes, not in fp32")
 _OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
@@ -62,7 +68,7 @@ class Framework:
 
     def options(self, layout=None, base: Options | None = None) -> Options:
         """Options for `layout` (its pp and zero stage select the schedule) on top of `base`."""
-        kw = dict(self.switches)
+        kw = dict(self.switches, profile=self.name)
         if layout is not None and layout.pp > 1:
             kw.update(self.pipeline_switches)
         elif layout is not None:
@@ -93,15 +99,17 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("megatron-deepspeed", "Megatron-DeepSpeed (BLOOM, MT-NLG era, 2021-2022): DeepSpeed pipeline "
               "engine, ZeRO-1, unfused attention",
               dict(attention="unfused", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
-                   pp_scatter_gather=False, grad_bytes=2),
+                   pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True),
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP, "dp_overlap": _DS_REDUCE,
                "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE, "pp_scatter_gather": _DS_P2P,
+               "pp_blocking_p2p": _DS_BLOCKING,
                "grad_bytes": _DS_COMM_DTYPE},
               pipeline_switches=_DS_PIPE_SWITCHES),
     Framework("deepspeed", "DeepSpeed ZeRO (engine without pipeline): reduce at the boundary (ZeRO-1), every "
               "micro-batch with overlap_comm (ZeRO-2), per-submodule fetch (ZeRO-3)",
-              dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight", grad_bytes=2),
+              dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight", grad_bytes=2, pp_blocking_p2p=True),
               {"dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_bytes": _DS_COMM_DTYPE,
+               "pp_blocking_p2p": _DS_BLOCKING,
                "zero3_unit": "DeepSpeed ZeRO-3 fetches parameters per submodule (runtime/zero/partitioned_param_"
                              "coordinator.py)", "grad_sync": _DS_PIPE},
               pipeline_switches=_DS_PIPE_SWITCHES,
@@ -110,8 +118,11 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer"),
               {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP}),
     Framework("torchtitan", "torchtitan (2024-25): FSDP2 per block (+ TP, PP, CP), PyTorch SDPA attention",
-              dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer", attention="flash2"),
+              dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer", attention="flash2",
+                   fp8_scaling="torchao-tensorwise"),
               {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP,
+               "fp8_scaling": "torchtitan's --float8 swaps nn.Linear for torchao Float8Linear (float8.py), "
+                              "dynamic tensorwise scaling by default (torchao float8/config.py)",
                "attention": "PyTorch SDPA's flash backend is FlashAttention-2 (integrated in PyTorch 2.2); "
                             "torchtitan's Llama calls F.scaled_dot_product_attention (models/llama/model.py)"}),
     Framework("jax-xla", "JAX/XLA (MaxText, Paxml): no TP overlap, FSDP overlapped by the scheduler",

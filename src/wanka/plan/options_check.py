@@ -54,7 +54,17 @@ RULES = {
     "moe_capacity_factor": ((lambda v: v is None or (_number(v) and v > 0.0)), "a positive factor (1.0-2.0 typical) or None"),
     "moe_dispatch_bytes": ((lambda v: v is None or (type(v) is int and v in (1, 2, 4))), "1, 2 or 4 bytes per element, or None"),
     "pp_scatter_gather": _FLAG,
+    "eager": _FLAG,
+    "pp_blocking_p2p": _FLAG,
+    "fp8_scaling": _choice("fused", "torchao-tensorwise"),
+    "profile": ((lambda v: v is None or v in _profile_names()), "a framework profile name (wanka plan --framework) or None"),
 }
+
+
+def _profile_names() -> tuple[str, ...]:
+    from wanka.plan.frameworks import PROFILES  # frameworks imports Options: late import
+
+    return tuple(PROFILES)
 
 
 def check_options(opts) -> None:

@@ -87,7 +87,10 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     A domain that does not divide the GPU count (128 GPUs of GB200 NVL72 racks) becomes the largest
     divisor of the count in whole nodes below it (64: a job takes 16 of a rack's 18 trays)."""
     hw = _sec(row, "hardware")
-    gpu = catalog_gpu(hw.get("gpu"))
+    # a part the catalog lacks, stated by the row itself (`hardware.part`: an inline GPU with its
+    # sources, e.g. torchtitan's 500 W HBM2e H100s); its name keeps the catalog family prefix
+    part = hw.get("part") if isinstance(hw.get("part"), dict) else None
+    gpu = part["name"] if part else catalog_gpu(hw.get("gpu"))
     gpus = hw.get("gpu_count")
     per_node = 4 if gpu == "gb200" else 8  # a GB200 compute tray holds 4 GPUs (NVL72: 18 trays)
     domain = hw.get("nvlink_domain_size") or 8
@@ -99,7 +102,7 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     bw = hw.get("inter_node_bw_per_gpu_Gbps")
     if bw is None and assumed is not None:
         assumed.append("400 Gb/s per GPU scale-out")
-    spec = {"name": str(row.get("id", "run")), "gpu": gpu, "gpus": gpus, "gpus_per_node": min(per_node, domain),
+    spec = {"name": str(row.get("id", "run")), "gpu": part or gpu, "gpus": gpus, "gpus_per_node": min(per_node, domain),
             "scale_up": {"domain": domain}, "scale_out": {"bandwidth_Gbps": bw or 400, "topology": "fat-tree"}}
     return Cluster(parse_cluster_spec(spec, str(row.get("id"))))
 
@@ -258,6 +261,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["recompute_modules"] = mods
     if isinstance(p.get("moe_capacity_factor"), (int, float)) and p["moe_capacity_factor"] > 0:
         kw["moe_capacity_factor"] = float(p["moe_capacity_factor"])  # token dropping, padded buffers
+    if "eager" in fw and "compile" not in fw:  # no torch.compile: elementwise ops kernel by kernel
+        kw["eager"] = True
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
         kw.update(pipeline="dualpipe", comm_sm_fraction=20 / 132)
     if zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw and year is not None and year <= 2021:

@@ -1,7 +1,7 @@
 """Prediction intervals from the planner's own validation residuals (docs/plan.md "Uncertainty").
 
-Every prediction belongs to a *mechanism class* (mechanism_class: MoE, ZeRO-3 by gather unit,
-pre-FlashAttention Megatron/DeepSpeed, dense). The residual of a published run is
+Every prediction belongs to a *class* (mechanism_class): its framework profile and mechanism (MoE,
+ZeRO-3 by gather unit, pre-FlashAttention Megatron/DeepSpeed, dense), e.g. "torchtitan/dense". The residual of a published run is
 r = ln(predicted / measured) of its compared quantity (tokens/s per GPU, else MFU or HFU; run-level
 averages are left out). For a new prediction v in class c, the measured value is v * exp(-r) with
 r drawn from the class's residuals, so
@@ -9,8 +9,9 @@ r drawn from the class's residuals, so
     tokens/s:  p10 = v * exp(-q90(r)),  p90 = v * exp(-q10(r))
     step time: p10 = v * exp(q10(r)),   p90 = v * exp(q90(r))
 
-with q the empirical quantiles (linear interpolation). The interval is not centred on v when the
-class is biased (MoE rows run slower than predicted): that is the point of it.
+with q the split-conformal order statistics of the class's residuals (conformal_ranks). The
+interval is not centred on v when the class is biased (MoE rows run slower than predicted): that
+is the point of it.
 
 The residuals are a data file in the package (residuals.json), written from the built-in
 validate sets by one command after any change to a mechanism:
@@ -20,7 +21,8 @@ validate sets by one command after any change to a mechanism:
 Coverage (`wanka plan validate` reports it) must not be fitted to itself: a row of a built-in set
 is judged against residuals with its own configuration left out (leave-one-out, where the repeats
 of one configuration under several framework versions leave together).
-A class with fewer than MIN_ROWS residuals falls back to all classes together.
+With fewer than MIN_ROWS residuals a class borrows its parent's band (the profile's rows, then the
+mechanism's across profiles, then all rows: parents), stretched over its own residuals.
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ from functools import lru_cache
 from pathlib import Path
 
 TABLE = Path(__file__).parent / "residuals.json"
-MIN_ROWS = 5
+MIN_ROWS = 9  # the smallest n whose conformal p10/p90 ranks (conformal_ranks) both exist
 LOW, HIGH = 0.10, 0.90
 
 
-def mechanism_class(model, lay, opts) -> str:
-    """The class whose residuals price this prediction's uncertainty."""
+def base_class(model, lay, opts) -> str:
+    """The mechanism part of a class: MoE, ZeRO-3 by gather unit, pre-FlashAttention, dense."""
     if model.moe is not None:
         return "moe"
     if lay.zero == 3:
@@ -47,20 +49,40 @@ def mechanism_class(model, lay, opts) -> str:
     return "dense"
 
 
-def configuration(model, gpu: str, gpus: int, precision: str) -> str:
-    """What leave-one-out leaves out together: one configuration (model shape and depth, GPU
-    type and count, precision), so that the same run measured with several framework versions is
-    not evidence about itself."""
+def mechanism_class(model, lay, opts) -> str:
+    """The class whose residuals price this prediction's uncertainty: the framework profile the
+    Options came from (plan/frameworks.py; a framework's unmodelled costs are shared by its runs)
+    and the mechanism, e.g. "torchtitan/zero3-layer"; just the mechanism without a profile."""
+    base = base_class(model, lay, opts)
+    return f"{opts.profile}/{base}" if opts.profile else base
+
+
+def parents(mechanism: str) -> list[str]:
+    """The classes tried in turn: the class, its framework profile ("torchtitan/"), its mechanism
+    without the profile, all rows."""
+    chain = [mechanism]
+    if "/" in mechanism:
+        profile, base = mechanism.split("/", 1)
+        chain += [profile + "/", base]
+    return chain + ["all"]
+
+
+def _member(row_class: str, name: str) -> bool:
+    if name == "all" or row_class == name:
+        return True
+    if name.endswith("/"):  # a whole framework profile
+        return row_class.startswith(name)
+    return "/" not in name and row_class.split("/", 1)[-1] == name  # a mechanism across profiles
+
+
+def configuration(model, gpu: str, gpus: int, lay) -> str:
+    """What leave-one-out leaves out together: one configuration (model shape and depth, sequence
+    length, GPU type and count, layout, precision), so that the same run measured with several
+    framework versions (the dgxc recipes under 24.12 and 25.02) is not evidence about itself."""
     experts = model.moe.experts if model.moe is not None else 0
-    return f"L{model.layers}-h{model.hidden}-a{model.heads}-f{model.ffn_hidden}-e{experts}/{gpus}x{gpu}/{precision}"
-
-
-def quantile(values: list[float], q: float) -> float:
-    xs = sorted(values)
-    pos = q * (len(xs) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (pos - lo) * (xs[hi] - xs[lo])
+    shape = f"tp{lay.tp}-pp{lay.pp}-vpp{lay.vpp}-cp{lay.cp}-ep{lay.ep}-mbs{lay.mbs}-gbs{lay.gbs}"
+    return (f"L{model.layers}-h{model.hidden}-a{model.heads}-f{model.ffn_hidden}-e{experts}-s{model.seq_len}"
+            f"/{gpus}x{gpu}/{shape}/{lay.precision}")
 
 
 @dataclass(frozen=True)
@@ -93,13 +115,26 @@ def residual_rows() -> tuple[dict, ...]:
 def interval(mechanism: str, leave_out_group: str | None = None) -> Interval | None:
     """The class's interval from the stored residuals, without the rows of `leave_out_group`."""
     rows = [r for r in residual_rows() if r["group"] != leave_out_group]
-    mine = [r["log_error"] for r in rows if r["class"] == mechanism]
-    name = mechanism
-    if len(mine) < MIN_ROWS:
-        mine, name = [r["log_error"] for r in rows], "all"
-    if len(mine) < MIN_ROWS:
-        return None
-    return Interval(name, len(mine), quantile(mine, LOW), quantile(mine, HIGH))
+    own: list[float] = []  # the most specific class's residuals, when too few for its own band
+    for name in parents(mechanism):  # a class with too few rows borrows its parent's (wider) spread
+        mine = sorted(r["log_error"] for r in rows if _member(r["class"], name))
+        if len(mine) >= MIN_ROWS:
+            lo, hi = conformal_ranks(len(mine))
+            if not own:
+                return Interval(name, len(mine), mine[lo], mine[hi])
+            # the parent's band stretched over the class's own residuals: a small class's bias
+            # (a framework's unmodelled cost) is evidence even when it is too small for a band
+            return Interval(f"{name}+{mechanism}", len(mine), min(mine[lo], own[0]), max(mine[hi], own[-1]))
+        own = own or mine
+    return None
+
+
+def conformal_ranks(n: int) -> tuple[int, int]:
+    """0-based ranks of the p10 and p90 bounds among n sorted residuals: the split-conformal
+    order statistics floor(0.1 (n+1)) and ceil(0.9 (n+1)) (Vovk et al. 2005; Lei et al., JASA
+    2018, s.2.2), which cover a new exchangeable residual with probability >= 80%. They exist
+    from n = 9 (MIN_ROWS); a smaller class falls back to its parent."""
+    return math.floor(LOW * (n + 1)) - 1, math.ceil(HIGH * (n + 1)) - 1
 
 
 @lru_cache(maxsize=1)
@@ -111,7 +146,7 @@ def judge(check, model, cluster, lay, opts, predicted: float, measured: float | 
     """Fill a validate Check's mechanism, p10/p90 (in the compared quantity's units) and whether
     the measured value falls inside; a row of the table is judged with its configuration left out."""
     check.mechanism = mechanism_class(model, lay, opts)
-    check.group = configuration(model, cluster.gpu.name, cluster.gpus, lay.precision)
+    check.group = configuration(model, cluster.gpu.name, cluster.gpus, lay)
     iv = interval(check.mechanism, check.group if check.id in _table_ids() else None)
     if iv is None or not measured or not predicted:
         return
