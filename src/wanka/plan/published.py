@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -374,11 +375,20 @@ def _runlevel_tokens_per_gpu(r: dict) -> float | None:
     return None
 
 
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile of `values`, linear between order statistics (numpy's default)."""
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (pos - lo) * (xs[hi] - xs[lo])
+
+
 def summary(checks: list[Check]) -> dict:
     """Error statistics over steady-state comparisons (tokens/s, MFU, HFU), overall and per
     framework family; run-level rows are reported per row (they include failures and restarts the
     planner does not price)."""
-    from wanka.plan.uncertainty import coverage, quantile
+    from wanka.plan.uncertainty import coverage
 
     compared = [c for c in checks if c.error is not None and not c.skipped and c.basis != "run-level"]
     errs = [abs(c.error) for c in compared]
