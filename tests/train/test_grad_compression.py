@@ -43,6 +43,8 @@ def test_bytes_and_loss_band(corpus_dir, tmp_path):
     assert [m["grad_bytes"] for m in psgd] == [full] * start + [compressed] * (10 - start)
     assert full / compressed > 50  # rank 1 on tiny's 128-wide matrices
     final = none[-1]["loss"]
+    print(f"ddp final loss none {final:.5f}, bf16 {bf16[-1]['loss']:.5f}, powersgd k=1 {psgd[-1]['loss']:.5f}; "
+          f"bytes/step/rank {full} / {full // 2} / {compressed} ({full / compressed:.1f}x)")
     assert bf16[-1]["loss"] == pytest.approx(final, rel=BF16_BAND)
     assert psgd[-1]["loss"] == pytest.approx(final, rel=POWERSGD_BAND)
     assert psgd[-1]["loss"] != pytest.approx(final, rel=1e-5)  # it did compress

@@ -156,7 +156,12 @@ class CompressedDDP:
         _install_proxy()
         self.kind, self.group = kind, group
         self.counter = _PROXY.watched.setdefault(id(group), [0])
-        self.ddp = DistributedDataParallel(model, process_group=group)
+        # PowerSGD keeps its state per bucket index, so the buckets must be the same after a restart.
+        # DDP re-buckets once after the first iteration in gradient-ready order (measured on tiny,
+        # torch 2.13: one 918,656-element bucket at step 1, then 262,400 + 656,256), so a resumed
+        # process would meet other buckets than the state it loads; with find_unused_parameters
+        # DDP never re-buckets (the same probe: 656,256 + 262,400 at every step).
+        self.ddp = DistributedDataParallel(model, process_group=group, find_unused_parameters=kind == "powersgd")
         if kind == "powersgd":
             self.state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=rank_k,
                                                      start_powerSGD_iter=POWERSGD_START_ITER)
