@@ -68,8 +68,7 @@ class Attention(nn.Module):
         k = self.wk(x).view(*lead, -1, self.head_dim)
         v = self.wv(x).view(*lead, -1, self.head_dim)
         if kv is not None:
-            pos = kv.positions
-            cos, sin = self.rope_cos[pos], self.rope_sin[pos]
+            cos, sin = kv.rope(self.rope_cos, self.rope_sin)
             out = kv.attend(self.layer_id, apply_rope(q, cos, sin), apply_rope(k, cos, sin), v)
         elif self.recompute_core and torch.is_grad_enabled():
             out = checkpoint(self._core, q, k, v, use_reentrant=False)

@@ -2,7 +2,8 @@
 renormalised weights; optional shared experts) with the Switch load-balancing loss
 E * sum_i f_i * P_i (Fedus et al. 2021, arXiv:2101.03961 eq. 4) and the training runtime's knobs
 (bias balancing, capacity, expert-parallel dispatcher, load statistics; see the class docstring).
-Serving runs the same module under inference mode: no knob set, experts without rows skipped.
+Serving runs the same module with autograd off: no knob set, experts without rows skipped, no
+balancing loss computed (it is a training quantity).
 """
 
 from __future__ import annotations
@@ -81,10 +82,11 @@ class MoE(nn.Module):
             if int(k) not in experts:
                 del self.experts[k]
 
-    def _keep_mask(self, top_i: torch.Tensor, top_w: torch.Tensor) -> torch.Tensor:
-        keep = torch.ones_like(top_i, dtype=torch.bool)
+    def _keep_mask(self, top_i: torch.Tensor, top_w: torch.Tensor) -> torch.Tensor | None:
+        """Which (token, slot) pairs fit their expert's capacity; None when dropless (all do)."""
         if self.capacity_factor is None:
-            return keep
+            return None
+        keep = torch.ones_like(top_i, dtype=torch.bool)
         capacity = math.ceil(self.capacity_factor * top_i.numel() / self.n_experts)
         flat_i, flat_w = top_i.reshape(-1), top_w.reshape(-1).detach()
         flat_keep = keep.reshape(-1)
@@ -98,28 +100,32 @@ class MoE(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
+        training = torch.is_grad_enabled()
         probs = F.softmax(self.router(flat).float(), dim=-1)
         top_i = (probs + self.expert_bias).topk(self.top_k, dim=-1).indices  # bias: selection only
         top_w = probs.gather(-1, top_i)
         top_w = (top_w / top_w.sum(-1, keepdim=True)).to(x.dtype)
         keep = self._keep_mask(top_i, top_w)
-        if torch.is_grad_enabled() and self.recording:
+        if training and self.recording:
             self.load += torch.bincount(top_i.flatten(), minlength=self.n_experts).double()
-            self.dropped += int((~keep).sum())
+            self.dropped += 0 if keep is None else int((~keep).sum())
         if self.dispatcher is not None:
+            keep = torch.ones_like(top_i, dtype=torch.bool) if keep is None else keep
             out = self.dispatcher.run(flat, top_i, top_w, keep, self.experts)
         else:
             out = torch.zeros_like(flat)
             for key, expert in self.experts.items():
-                rows, slot = ((top_i == int(key)) & keep).nonzero(as_tuple=True)
+                chosen = top_i == int(key)
+                rows, slot = (chosen if keep is None else chosen & keep).nonzero(as_tuple=True)
                 # In training every expert runs, even on zero rows, so each gets a (zero) gradient:
                 # under FSDP all ranks must reduce-scatter the same set of gradients.
-                if rows.numel() or torch.is_grad_enabled():
+                if rows.numel() or training:
                     out.index_add_(0, rows, expert(flat[rows]) * top_w[rows, slot, None])
-        # Switch load-balancing loss: f_e = share of routed slots to e, P_e = mean router prob.
-        n_exp = probs.shape[-1]
-        f = torch.bincount(top_i.flatten(), minlength=n_exp).float() / top_i.numel()
-        self.aux_loss = n_exp * (f * probs.mean(0)).sum()
+        if training:
+            # Switch load-balancing loss: f_e = share of routed slots to e, P_e = mean router prob.
+            n_exp = probs.shape[-1]
+            f = torch.bincount(top_i.flatten(), minlength=n_exp).float() / top_i.numel()
+            self.aux_loss = n_exp * (f * probs.mean(0)).sum()
         if hasattr(self, "shared"):
             out = out + self.shared(flat)
         if self.aux_scale > 0 and torch.is_grad_enabled():

@@ -83,10 +83,15 @@ class PagedKV:
     def __init__(self, cache, batch: BatchLayout):
         self.cache = cache
         self.plan = AttentionPlan.build(batch, cache.block_size)
+        self._rope = None
 
-    @property
-    def positions(self) -> torch.Tensor:
-        return self.plan.rows_pos
+    def rope(self, cos_table: torch.Tensor, sin_table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin [N, head_dim] at the new rows' positions, looked up once per call: every layer's
+        tables are built by the same `rope_tables`, so the first layer's rows serve them all."""
+        if self._rope is None:
+            pos = self.plan.rows_pos
+            self._rope = cos_table[pos], sin_table[pos]
+        return self._rope
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [N, heads, hd], k/v [N, kv_heads, hd] of the new rows (RoPE applied) -> [N, heads, hd]."""
