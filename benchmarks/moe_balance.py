@@ -28,7 +28,7 @@ import torch.multiprocessing as mp
 
 from wanka.train.eplb import balanced_placement
 from wanka.train.experts import ExpertDispatcher, Placement, imbalance
-from wanka.train.model import FeedForward
+from wanka.model.layers import FeedForward
 
 
 def _routing(args, rank: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -139,7 +139,7 @@ def section_int8_speed(export_dir, args) -> None:
 def train_tiny(steps: int, seed: int = 0) -> tuple[object, dict[str, torch.Tensor]] | None:
     """`tiny` trained on the generated corpus with the training runtime's model; None without wanka.train."""
     try:
-        from wanka.train.model import Transformer
+        from wanka.model.decoder import Transformer
     except ImportError:
         return None
     from wanka.data.corpus import generate

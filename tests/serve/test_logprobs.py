@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from wanka.serve.logprobs import chat_logprobs, completion_logprobs, token_string
-from wanka.serve.reference import reference_logits
+from wanka.model.decoder import reference_logits
 from wanka.serve.sampling import SamplingParams
 
 

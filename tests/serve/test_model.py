@@ -8,7 +8,7 @@ import torch
 from wanka.serve.export import load_export
 from wanka.serve.fixtures import write_random_export
 from wanka.serve.model import BatchLayout, InferenceModel
-from wanka.serve.reference import reference_logits
+from wanka.model.decoder import reference_logits
 
 VARIANTS = {
     "tiny": ("tiny", {}),

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from wanka.serve.export import load_export
-from wanka.serve.reference import reference_logits
+from wanka.model.decoder import reference_logits
 from wanka.serve.sampling import SamplingParams
 
 API_KEY = "test-key"  # the key of the `server` and `cycle_server` fixtures (conftest.py)

@@ -11,7 +11,7 @@ from wanka.serve.fixtures import write_export
 from wanka.serve.model import BatchLayout, InferenceModel
 from wanka.workload import load_model
 
-train_model = pytest.importorskip("wanka.train.model")
+train_model = pytest.importorskip("wanka.model.decoder")
 
 
 @pytest.mark.parametrize("preset", ["tiny", "tiny-moe"])

@@ -14,7 +14,7 @@ from wanka.workload import load_model
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 from wanka.train.hf_format import architecture, from_hf, hf_config, spec_from_hf_config, to_hf  # noqa: E402
-from wanka.train.model import Transformer  # noqa: E402
+from wanka.model.decoder import Transformer  # noqa: E402
 
 
 def _variant(name: str):

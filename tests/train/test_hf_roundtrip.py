@@ -95,7 +95,7 @@ def test_export_hf_ships_the_runs_bpe_tokenizer(tmp_path):
     from wanka.data.corpus import generate
     from wanka.data.tokenizer import load_tokenizer
     from wanka.train.export import _write_hf
-    from wanka.train.model import Transformer
+    from wanka.model.decoder import Transformer
 
     spec = load_model("tiny")
     train_bpe([generate(300, seed=s) for s in range(4)], vocab=400).save(tmp_path / "tokenizer.json")

@@ -1,10 +1,10 @@
-"""The model matches the export contract: names, shapes, and math from an independent reference
-(serve's plain full-sequence forward, wanka.serve.reference, written from docs/serve.md "Model math" alone)."""
+"""The training side of the one decoder (wanka.model.decoder): the export contract's names and
+shapes, init, recompute, and the balancing loss. Its math against an independent per-head reading:
+tests/model/test_decoder.py."""
 
 import torch
 
-from wanka.serve.reference import reference_logits
-from wanka.train.model import build_model
+from wanka.model.decoder import build_model
 from wanka.workload.spec import load_model
 
 
@@ -27,25 +27,11 @@ def test_parameter_names_and_shapes_follow_the_export_contract():
     assert "layers.1.feed_forward.experts.3.w3.weight" in names
 
 
-def test_dense_forward_matches_reference_math():
-    spec = load_model("tiny", seq_len=16)
-    model = build_model(spec, 1)
-    tokens = torch.randint(0, 258, (1, 16))
-    with torch.no_grad():
-        ours = model(tokens)[0]
-        ref = reference_logits(spec, model.state_dict(), tokens[0].tolist())
-    assert torch.allclose(ours, ref, atol=1e-5, rtol=1e-5), (ours - ref).abs().max()
-
-
-def test_moe_forward_matches_reference_and_has_balancing_loss():
+def test_moe_forward_has_a_balancing_loss():
     spec = load_model("tiny-moe", seq_len=8)
     model = build_model(spec, 2)
-    tokens = torch.randint(0, 258, (1, 8))
-    with torch.no_grad():
-        ours = model(tokens)[0]
-        ref = reference_logits(spec, model.state_dict(), tokens[0].tolist())
-    assert torch.allclose(ours, ref, atol=1e-5, rtol=1e-5), (ours - ref).abs().max()
-    aux = float(model.aux_loss())
+    model(torch.randint(0, 258, (1, 8)))  # with autograd on: the balancing loss is a training quantity
+    aux = float(model.aux_loss().detach())
     assert aux >= 1.0 - 1e-5  # E * sum f_i P_i >= 1, equality at perfect balance (Switch eq. 4)
 
 
@@ -60,17 +46,6 @@ def test_same_seed_same_init_and_recompute_same_grads():
     for (n, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
         assert torch.equal(pa.detach(), pb.detach()), n
         assert torch.allclose(pa.grad, pb.grad, atol=1e-6), n
-
-
-def test_logits_match_the_serving_reference():
-    """Both sides of the export contract agree on a longer sequence (24 positions)."""
-    spec = load_model("tiny", seq_len=24)
-    model = build_model(spec, 3)
-    tokens = list(range(40, 64))
-    with torch.no_grad():
-        ours = model(torch.tensor([tokens]))[0]
-    theirs = reference_logits(spec, model.state_dict(), tokens)
-    assert torch.allclose(ours, theirs, atol=1e-5, rtol=1e-5)
 
 
 def test_balancing_loss_reaches_the_router_through_the_backward_alone():

@@ -4,6 +4,7 @@ Layout of a checkpoint directory `CKPT/`:
     step_00000020/            committed checkpoint (DCP files .distcp + .metadata)
         train_state.json      step, sampler state, LR scale, spike count (rank 0)
         rng/rank{r}.pt        torch RNG state of each rank
+        rank_state/rank{r}.pt per-rank training state outside the model (PowerSGD error feedback), when any
         manifest.json         written LAST: {"step", "files": {relpath: sha256}, "world_size"}
     step_00000025.tmp/        a save in flight or one that died: never loaded, removed on next save
 
@@ -161,10 +162,12 @@ class Checkpointer:
         self._pending: tuple | None = None
         self.on_commit = None  # (step, path) -> None, rank 0 after each commit (fault injection)
         self._stager = None  # persistent, so staged CPU buffers are allocated once and reused
+        self.loaded_rank_state: dict | None = None  # the last load()'s rank_state
         if rank == 0:
             self.root.mkdir(parents=True, exist_ok=True)
 
-    def save(self, step: int, state: dict, train_state: dict, before_commit=None) -> None:
+    def save(self, step: int, state: dict, train_state: dict, before_commit=None, rank_state: dict | None = None) -> None:
+        """`rank_state`: this rank's own picklable state (not resharded: it loads on the same rank)."""
         import torch.distributed as dist
         import torch.distributed.checkpoint as dcp
 
@@ -179,6 +182,9 @@ class Checkpointer:
             dist.barrier(group=self.pg)
         (tmp / "rng").mkdir(exist_ok=True)
         torch.save(torch.get_rng_state(), tmp / "rng" / f"rank{self.rank}.pt")
+        if rank_state is not None:
+            (tmp / "rank_state").mkdir(exist_ok=True)
+            torch.save(rank_state, tmp / "rank_state" / f"rank{self.rank}.pt")
         if self.async_save:
             with _quiet_single_process():
                 fut = dcp.async_save(state, checkpoint_id=str(tmp), process_group=self.pg, async_stager=self._get_stager())
@@ -247,4 +253,11 @@ class Checkpointer:
             dcp.load(state, checkpoint_id=str(path), process_group=self.pg)
         rng = path / "rng" / f"rank{self.rank}.pt"
         torch.set_rng_state(torch.load(rng if rng.is_file() else path / "rng" / "rank0.pt"))
+        self.loaded_rank_state = self._rank_state(path)
         return int(path.name.split("_")[1]), json.loads((path / "train_state.json").read_text())
+
+    def _rank_state(self, path: Path) -> dict | None:
+        """This rank's `rank_state` of the checkpoint at `path` (None when it has none). Unpickled
+        in full (weights_only=False): the file is our own and its SHA-256 matched the manifest."""
+        f = path / "rank_state" / f"rank{self.rank}.pt"
+        return torch.load(f, weights_only=False) if f.is_file() else None

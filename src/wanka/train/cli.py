@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="MoE: aux-loss-free bias balancing speed gamma (DeepSeek-V3 used 0.001; default 0 = off)")
     t.add_argument("--moe-redundant-experts", type=int,
                    help="MoE with ep > 1: re-place experts with EPLB at each checkpoint, with this many extra replicas")
-    t.add_argument("--grad-compression", help="zero=0 layouts: DDP gradient hook none | bf16 | powersgd")
+    t.add_argument("--grad-compression", help="zero=0: DDP gradient hook none | bf16 | powersgd; "
+                   "zero>=1: FSDP2 reduce-scatter dtype none (fp32) | bf16")
     t.add_argument("--powersgd-rank", type=int, default=1, help="PowerSGD matrix approximation rank (default 1)")
     t.add_argument("--init", help="hf:DIR - start from a Hugging Face Llama/Mixtral/Qwen2-MoE directory")
     t.add_argument("--collective-timeout", type=float, default=120.0, help="seconds before a stuck collective fails")

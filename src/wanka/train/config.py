@@ -29,7 +29,7 @@ class TrainConfig:
     moe_capacity_factor: float | None = None  # None = dropless; else GShard/Switch capacity factor
     moe_bias_rate: float = 0.0       # aux-loss-free bias update speed gamma (DeepSeek-V3 used 0.001); 0 = off
     moe_redundant_experts: int | None = None  # EPLB at checkpoints with this many extra replicas; None = off
-    grad_compression: str | None = None  # none | bf16 | powersgd: DDP comm hook (zero=0); None = FSDP2
+    grad_compression: str | None = None  # none | bf16 | powersgd: DDP comm hook (zero=0) or FSDP2 reduce dtype (zero>=1)
     powersgd_rank: int = 1           # PowerSGD matrix approximation rank k
     spike_factor: float = 3.0
     replica_check_every: int = 10

@@ -26,7 +26,7 @@ import torch
 from wanka.data.tokenizer import ByteTokenizer, load_tokenizer
 from wanka.errors import SpecError
 from wanka.train import checkpoint as ck
-from wanka.train.model import Transformer
+from wanka.model.decoder import Transformer
 from wanka.train.state import sha256_of
 from wanka.workload.spec import parse_model_spec
 

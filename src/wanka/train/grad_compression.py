@@ -1,6 +1,16 @@
-"""Gradient compression for replicated data parallelism (layout zero=0): the model is wrapped in
-DDP and a communication hook from torch.distributed.algorithms.ddp_comm_hooks compresses each
-gradient bucket before its all-reduce:
+"""Gradient compression.
+
+Sharded data parallelism (FSDP2, zero >= 1): `bf16` sets FSDP2's
+`MixedPrecisionPolicy(reduce_dtype=torch.bfloat16)` (torch/distributed/fsdp/_fully_shard/_fsdp_api.py):
+gradients are cast to bf16 for the reduce-scatter (half the bytes) and the reduced shard is cast
+back to the parameter dtype (torch 2.13 `_fsdp_collectives.foreach_reduce`); `none` keeps fp32.
+Bytes: a `CountingReduceScatter` installed with `FSDPModule.set_custom_reduce_scatter` adds each
+reduce-scatter's input (numel x element size: the whole padded gradient buffer this rank
+contributes) and calls `dist.reduce_scatter_single` as FSDP2's default does. PowerSGD has no FSDP2
+form (it factors whole matrices; a rank holds a shard), so it needs zero=0.
+
+Replicated data parallelism (layout zero=0): the model is wrapped in DDP and a communication hook
+from torch.distributed.algorithms.ddp_comm_hooks compresses each gradient bucket before its all-reduce:
 
 - `none`: `default_hooks.allreduce_hook` (what DDP does without a hook; registered so its bytes
   are counted the same way);
@@ -25,11 +35,17 @@ import torch
 import torch.distributed as dist
 
 COMPRESSIONS = ("none", "bf16", "powersgd")
+FSDP_COMPRESSIONS = ("none", "bf16")
 POWERSGD_START_ITER = 2  # powerSGD_hook.py: start_powerSGD_iter must be > 1 with error feedback / warm start
 
 
+def uses_ddp(cfg, dims) -> bool:
+    """Compression on a replicated layout (zero=0): the model goes into DDP with a hook."""
+    return cfg.grad_compression is not None and dims.layout.zero == 0
+
+
 def check_compression(cfg, dims) -> None:
-    """Compression needs replicated DP only (SpecError otherwise)."""
+    """DDP hooks need replicated DP only; FSDP2 takes none | bf16 (SpecError otherwise)."""
     from wanka.errors import SpecError
 
     if cfg.grad_compression is None:
@@ -39,7 +55,15 @@ def check_compression(cfg, dims) -> None:
     if cfg.powersgd_rank < 1:
         raise SpecError("powersgd-rank", "an integer >= 1", cfg.powersgd_rank)
     layout = dims.layout
-    if dims.dp < 2 or layout.zero != 0 or dims.dp != dims.world_size:
+    if layout.zero != 0:  # FSDP2
+        if cfg.grad_compression not in FSDP_COMPRESSIONS:
+            raise SpecError("grad-compression", "none | bf16 with FSDP (zero >= 1); powersgd needs zero=0 (DDP)",
+                            cfg.grad_compression)
+        if dims.dp * dims.cp < 2 or dims.dp_replicate > 1:
+            raise SpecError("grad-compression", "a layout FSDP reduce-scatters over (dp * cp >= 2) without HSDP "
+                            "replication (dp_shard = dp)", str(layout))
+        return
+    if dims.dp < 2 or dims.dp != dims.world_size:
         raise SpecError("grad-compression", "a layout of replicated data parallelism only (dp >= 2, zero=0, "
                         "no tp/pp/cp/ep): DDP communication hooks", str(layout))
 
@@ -93,6 +117,35 @@ def _bf16_hook(group, bucket):
     return default_hooks.bf16_compress_hook(group, bucket)
 
 
+def fsdp_reduce_dtype(cfg) -> torch.dtype | None:
+    """FSDP2's reduce dtype for --grad-compression (None: the gradient dtype, fp32)."""
+    return torch.bfloat16 if cfg.grad_compression == "bf16" else None
+
+
+def counting_reduce_scatter():
+    """A ReduceScatter comm for `FSDPModule.set_custom_reduce_scatter` that counts the bytes this
+    rank puts in (`take_bytes`) and otherwise does what FSDP2's DefaultReduceScatter does."""
+    from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter
+
+    class CountingReduceScatter(ReduceScatter):
+        def __init__(self):
+            self.bytes = 0
+
+        def allocate(self, size, *, dtype, device):
+            return torch.empty(*size, dtype=dtype, device=device)
+
+        def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+            self.bytes += input_tensor.numel() * input_tensor.element_size()
+            return dist.reduce_scatter_single(output=output_tensor, input=input_tensor, group=group, op=op,
+                                              async_op=async_op)
+
+        def take_bytes(self) -> int:
+            n, self.bytes = self.bytes, 0
+            return n
+
+    return CountingReduceScatter()
+
+
 class CompressedDDP:
     """The DDP wrapper, its hook state and the byte counter of its gradient all-reduces."""
 
@@ -103,7 +156,12 @@ class CompressedDDP:
         _install_proxy()
         self.kind, self.group = kind, group
         self.counter = _PROXY.watched.setdefault(id(group), [0])
-        self.ddp = DistributedDataParallel(model, process_group=group)
+        # PowerSGD keeps its state per bucket index, so the buckets must be the same after a restart.
+        # DDP re-buckets once after the first iteration in gradient-ready order (measured on tiny,
+        # torch 2.13: one 918,656-element bucket at step 1, then 262,400 + 656,256), so a resumed
+        # process would meet other buckets than the state it loads; with find_unused_parameters
+        # DDP never re-buckets (the same probe: 656,256 + 262,400 at every step).
+        self.ddp = DistributedDataParallel(model, process_group=group, find_unused_parameters=kind == "powersgd")
         if kind == "powersgd":
             self.state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=rank_k,
                                                      start_powerSGD_iter=POWERSGD_START_ITER)
@@ -113,6 +171,20 @@ class CompressedDDP:
             self.state = group
             hook = _bf16_hook if kind == "bf16" else default_hooks.allreduce_hook
             self.ddp.register_comm_hook(group, hook)
+
+    def state_dict(self) -> dict | None:
+        """PowerSGD's per-rank state for a checkpoint: error feedback, warm-start P/Q, iteration
+        count, RNG (every PowerSGDState slot but the process group); None for the other hooks."""
+        if self.kind != "powersgd":
+            return None
+        return {slot: getattr(self.state, slot) for slot in self.state.__slots__ if slot != "process_group"}
+
+    def load_state_dict(self, saved: dict | None) -> None:
+        """Restore `state_dict()`'s output (a checkpoint without it leaves a fresh state: PowerSGD then
+        restarts with vanilla all-reduce for start_powerSGD_iter steps and zero error feedback)."""
+        if self.kind == "powersgd" and saved is not None:
+            for slot, value in saved.items():
+                setattr(self.state, slot, value)
 
     def take_bytes(self) -> int:
         """Bytes this rank put into gradient all-reduces since the last call."""

@@ -1,6 +1,6 @@
 """wanka <-> Hugging Face Transformers: config.json fields and tensor names (Llama, Mixtral, Qwen2-MoE).
 
-wanka's decoder (train/model.py) already uses the Hugging Face math, so the conversion is a renaming
+wanka's decoder (model/decoder.py) already uses the Hugging Face math, so the conversion is a renaming
 and no tensor is permuted:
 - RoPE: wanka rotates the split halves (pair j with j + head_dim/2, rotate_half) with
   freq_j = theta^(-2j/head_dim), as `transformers/models/llama/modeling_llama.py` (rotate_half,

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from wanka.errors import SpecError
-from wanka.train.model import Transformer, build_model
+from wanka.model.decoder import Transformer, build_model
 from wanka.train.parallel_dims import ParallelDims
 
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -67,15 +67,22 @@ def apply_compile(model: Transformer) -> None:
         block.compile()
 
 
-def apply_fsdp(model: nn.Module, dp_mesh, reshard_after_forward: bool, bf16: bool, ignored: set | None = None) -> None:
+def apply_fsdp(model: nn.Module, dp_mesh, reshard_after_forward: bool, bf16: bool, ignored: set | None = None,
+               reduce_dtype: torch.dtype | None = None, reduce_scatter=None) -> None:
     """FSDP2 per block then the root (Zhao et al. 2023, arXiv:2304.11277); a 2-D dp mesh gives HSDP.
-    `ignored`: parameters FSDP leaves alone (expert-parallel experts, reduced by ExpertGradSync)."""
+    `ignored`: parameters FSDP leaves alone (expert-parallel experts, reduced by ExpertGradSync).
+    `reduce_dtype`: gradients' dtype on the wire (default fp32); `reduce_scatter`: a custom
+    ReduceScatter comm (grad_compression.counting_reduce_scatter) installed on every FSDP module."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
-    for block in model.layers.values():
-        fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp, ignored_params=ignored)
-    fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp, ignored_params=ignored)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if bf16 else None,
+                              reduce_dtype=reduce_dtype or (torch.float32 if bf16 else None))
+    modules = list(model.layers.values()) + [model]
+    for module in modules:
+        fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp,
+                    ignored_params=ignored)
+        if reduce_scatter is not None:
+            module.set_custom_reduce_scatter(reduce_scatter)
 
 
 def fsdp_mesh(dims: ParallelDims, mesh):
@@ -127,9 +134,11 @@ class Parallelized:
 
 
 def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = None, compile_: bool = False,
-                rank: int = 0, mesh=None, placements: dict | None = None, fsdp: bool = True) -> Parallelized:
+                rank: int = 0, mesh=None, placements: dict | None = None, fsdp: bool = True,
+                reduce_dtype: torch.dtype | None = None, reduce_scatter=None) -> Parallelized:
     """`placements` (with ep > 1): global MoE layer index -> experts.Placement; this rank keeps the
-    experts placement.ranks[ep_rank] of each layer. `fsdp=False`: the trainer wraps in DDP instead."""
+    experts placement.ranks[ep_rank] of each layer. `fsdp=False`: the trainer wraps in DDP instead.
+    `reduce_dtype`, `reduce_scatter`: FSDP2's gradient reduction (see apply_fsdp)."""
     layout = dims.layout  # already validated by ParallelDims.from_layout
     coords = dims.coords(rank)
     n_stages = dims.pp * layout.vpp
@@ -157,7 +166,7 @@ def parallelize(spec, dims: ParallelDims, seed: int, pp_schedule: str | None = N
         if fsdp and dims.dp * dims.cp > 1:
             dp_mesh = fsdp_mesh(dims, mesh)
             apply_fsdp(model, dp_mesh, reshard_after_forward=layout.zero == 3, bf16=layout.precision == "bf16",
-                       ignored=ignored)
+                       ignored=ignored, reduce_dtype=reduce_dtype, reduce_scatter=reduce_scatter)
         chunks.append(model)
     schedule = None
     if dims.pp > 1:

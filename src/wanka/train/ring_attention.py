@@ -69,6 +69,10 @@ class Ring:
     def positions(self, local_len: int) -> torch.Tensor:
         return zigzag_positions(local_len * self.cp, self.cp, self.cp_rank)
 
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+        """What the decoder's attention calls (model/attention.py): `ring_attention` on this ring."""
+        return ring_attention(q, k, v, self, scale)
+
 
 def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ring: Ring, scale: float | None = None
                    ) -> torch.Tensor:

@@ -22,7 +22,8 @@ from wanka.train.checkpoint import Checkpointer
 from wanka.train.balance import ExpertBalance
 from wanka.train.config import TrainConfig, lr_at
 from wanka.train.experts import ExpertDispatcher, ExpertGradSync, build_ep_groups
-from wanka.train.grad_compression import CompressedDDP, check_compression
+from wanka.train.grad_compression import (CompressedDDP, check_compression, counting_reduce_scatter,
+                                          fsdp_reduce_dtype, uses_ddp)
 from wanka.train.fault import Injector, SpikeDetector, stragglers
 from wanka.train.metrics import MetricsLogger, flops_per_token, measure_peak_tflops, memory_MB
 from wanka.train.parallel_dims import ParallelDims, check_moe_options
@@ -51,7 +52,7 @@ class Trainer:
         self.ep_groups = build_ep_groups(self.dims, rank) if self.dims.ep > 1 else (None, None)
         self.balance = ExpertBalance(self.spec, self.dims.ep, cfg.moe_bias_rate, self.distributed)
         self._build(self.balance.placements if self.dims.ep > 1 else None)
-        self.fsdp = self.dims.dp * self.dims.cp > 1 and cfg.grad_compression is None
+        self.fsdp = self.dims.dp * self.dims.cp > 1 and not uses_ddp(cfg, self.dims)
         self.autocast = self.layout.precision == "bf16" and not self.fsdp
         data = TokenShards(data_dir) if data_dir else None
         self.sampler = Sampler(data, self.spec.seq_len, self.layout.gbs, self.dims.dp_rank(rank), self.dims.dp, cfg.seed) if data else None
@@ -73,10 +74,14 @@ class Trainer:
         """Model chunks (with this rank's experts of `placements`), optimizer, MoE wiring. Called
         again when EPLB re-places the experts (then the caller loads the checkpoint)."""
         cfg = self.cfg
+        ddp = uses_ddp(cfg, self.dims)
+        # FSDP with --grad-compression: count the reduce-scatter bytes (and reduce in bf16 for bf16)
+        self.grad_comm = counting_reduce_scatter() if cfg.grad_compression is not None and not ddp else None
         self.par = parallelize(self.spec, self.dims, cfg.seed, cfg.pp_schedule, cfg.compile, self.rank, self.mesh,
-                               placements, fsdp=cfg.grad_compression is None)
+                               placements, fsdp=not ddp, reduce_dtype=fsdp_reduce_dtype(cfg),
+                               reduce_scatter=self.grad_comm)
         self.ddp = None
-        if cfg.grad_compression is not None:
+        if ddp:
             self.ddp = CompressedDDP(self.par.chunks[0], cfg.grad_compression, cfg.powersgd_rank,
                                      dist.new_group(list(range(self.world))))
         self.params = [p for c in self.par.chunks for p in c.parameters()]
@@ -125,7 +130,8 @@ class Trainer:
     def save(self) -> float:
         """Checkpoint now; returns the seconds the training loop was held (async: staging only)."""
         t0 = time.perf_counter()
-        self.ckpt.save(self.step, self._state(), self._train_state(), before_commit=self.injector.in_save)
+        self.ckpt.save(self.step, self._state(), self._train_state(), before_commit=self.injector.in_save,
+                       rank_state={"powersgd": self.ddp.state_dict()} if self.ddp is not None else None)
         return time.perf_counter() - t0
 
     def restore(self, keep_skips: bool = False) -> bool:
@@ -152,6 +158,8 @@ class Trainer:
             self.spike_count, self.lr_scale = ts["spike_count"], ts["lr_scale"]
         self.spikes.load(ts["spikes"])
         self.balance.load_state(ts.get("experts"))
+        if self.ddp is not None:
+            self.ddp.load_state_dict((self.ckpt.loaded_rank_state or {}).get("powersgd"))
         self.log.event({"event": "restored", "step": step, "attempt": self.restarts})
         return True
 
@@ -308,6 +316,8 @@ class Trainer:
                "memory_MB": memory_MB(), "attempt": self.restarts, **moe_stats}
         if self.ddp is not None:
             rec["grad_bytes"] = self.ddp.take_bytes()  # this rank's payload into gradient all-reduces
+        elif self.grad_comm is not None:
+            rec["grad_bytes"] = self.grad_comm.take_bytes()  # this rank's input to FSDP's reduce-scatters
         # A slow rank makes the others wait at the loss all-reduce, so compare busy time (step time
         # minus that wait); with 2 ranks the median is their mean, so require a 0.3 s step too.
         slow = stragglers(busy, self.cfg.straggler_factor) if len(busy) > 2 or max(times) > 0.3 else []
