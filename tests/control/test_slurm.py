@@ -29,8 +29,8 @@ def test_parsers_read_slurm_output_and_skip_what_they_cannot():
     q = parse_squeue("7|RUNNING|2026-12-03T14:17:45\n8|PENDING|N/A\nJOBID|STATE|START_TIME\n9|COMPLETING|bad\n")
     assert q["8"] == ("PENDING", None) and q["9"] == ("COMPLETING", None) and set(q) == {"7", "8", "9"}
     assert q["7"][0] == "RUNNING" and q["7"][1] > 1.7e9
-    acct = parse_sacct("1|FAILED|3:0\n1.batch|FAILED|3:0\n2|CANCELLED by 0|0:15\n3|COMPLETED|0:0\n")
-    assert acct == {"1": ("FAILED", "3:0"), "2": ("CANCELLED", "0:15"), "3": ("COMPLETED", "0:0")}
+    acct = parse_sacct("1|FAILED|3:0|a\n1.batch|FAILED|3:0|batch\n2|CANCELLED by 0|0:15|b|c\n3|COMPLETED|0:0\n")
+    assert acct == {"1": ("FAILED", "3:0", "a"), "2": ("CANCELLED", "0:15", "b|c")}  # 3: no name field, skipped
     assert exit_code_of("3:0") == 3 and exit_code_of("0:9") == 137 and exit_code_of("") is None
     nodes = parse_sinfo_nodes("cpu1|2|(null)\ngpu1|64|gpu:h100:8(S:0-1)\ngpu1|64|gpu:h100:8(S:0-1)\n"
                               "mix|32|gpu:a100:2(S:0),gpu:v100:2(S:1)\n|x|y\n")
@@ -114,12 +114,15 @@ def wait_step(ckpt, step):
         json.loads(line)["step"] >= step for line in path.read_text().splitlines() if line.strip()))
 
 
-def sacct(slurm, *select):
-    """Job id -> (state, ExitCode) from the fixture's job-completion log (sacct --completion)."""
-    out = subprocess.run(["sacct", "--completion", "--parsable2", "--noheader", "--format=JobID,State,ExitCode",
-                          *select], env=slurm.env, capture_output=True, text=True, timeout=60)
+def sacct(slurm, job_id=None, name=None):
+    """Job id -> (state, ExitCode) of the fixture's job-completion log (sacct --completion), selected
+    here by id or name: `sacct --completion` ignores --name."""
+    out = subprocess.run(["sacct", "--completion", "--parsable2", "--noheader",
+                          "--format=JobID,State,ExitCode,JobName"], env=slurm.env, capture_output=True, text=True,
+                         timeout=60)
     assert out.returncode == 0, out.stderr
-    return parse_sacct(out.stdout)
+    return {i: (s, code) for i, (s, code, n) in parse_sacct(out.stdout).items()
+            if job_id in (None, i) and name in (None, n)}
 
 
 def node_state(slurm):
@@ -142,7 +145,7 @@ def test_slurm_job_completes_like_a_plain_run_and_drain_is_scontrol(service_fact
     assert job["state"] == "succeeded", job
     assert job["result"]["params_sha256"] == reference_sha
     assert job["backend"] == "slurm" and job["node"] == slurm.NODE and job["pid"] is None
-    assert poll("sacct record", lambda: sacct(slurm, "-j", job["backend_id"]))[job["backend_id"]] == ("COMPLETED", "0:0")
+    assert poll("sacct record", lambda: sacct(slurm, job_id=job["backend_id"]))[job["backend_id"]] == ("COMPLETED", "0:0")
     assert f"--job-name={job_name(job, 1)}" in (ckpt / "control/attempt-1.sbatch").read_text()
     assert reference_sha in (ckpt / "control/attempt-1.log").read_text()  # sbatch --output is the attempt log
 
@@ -167,7 +170,7 @@ def test_slurm_cancel_is_scancel(service_factory, slurm, corpus_dir, tmp_path):
     assert len(tagged) >= 3  # the batch shell, torchrun, two ranks
     api(svc, "POST", f"/v1/jobs/{job['id']}/cancel")
     job = wait_job(svc, job["id"], ("cancelled",))
-    assert poll("sacct record", lambda: sacct(slurm, "-j", running["backend_id"]))[running["backend_id"]][0] == "CANCELLED"
+    assert poll("sacct record", lambda: sacct(slurm, job_id=running["backend_id"]))[running["backend_id"]][0] == "CANCELLED"
     assert f"stopped Slurm job {running['backend_id']} of attempt 1" in [a["action"] for a in job["audit"]]
     assert not psutil.wait_procs(tagged, timeout=60)[1]  # Slurm ended every process of the launch
 
@@ -190,8 +193,8 @@ def test_slurm_killed_rank_is_restarted_through_a_new_sbatch(service_factory, sl
     assert job["result"]["params_sha256"] == reference_sha
     [entry] = job["audit"]
     assert entry["rule"] == "dead_rank" and entry["action"] == "launched attempt 2 from checkpoint step 3"
-    first = poll("attempt 1 in sacct", lambda: sacct(slurm, f"--name={job_name(job, 1)}"))
-    second = poll("attempt 2 in sacct", lambda: sacct(slurm, f"--name={job_name(job, 2)}"))
+    first = poll("attempt 1 in sacct", lambda: sacct(slurm, name=job_name(job, 1)))
+    second = poll("attempt 2 in sacct", lambda: sacct(slurm, name=job_name(job, 2)))
     assert [s for s, _ in first.values()] == ["FAILED"] and list(second) == [job["backend_id"]]
 
 
@@ -210,4 +213,4 @@ def test_slurm_job_is_readopted_after_kill9_of_the_service(service_factory, slur
     assert job["result"]["params_sha256"] == reference_sha
     [adopt] = [a for a in job["audit"] if a["decision"] == "adopt"]
     assert adopt["detection"].startswith(f"Slurm job {before['backend_id']}")
-    assert list(sacct(slurm, f"--name={job_name(job, 1)}")) == [before["backend_id"]]  # sbatch ran once
+    assert list(sacct(slurm, name=job_name(job, 1))) == [before["backend_id"]]  # sbatch ran once

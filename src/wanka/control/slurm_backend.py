@@ -116,12 +116,13 @@ class SlurmBackend:
     def _squeue(self, *select: str) -> dict[str, tuple[str, float | None]]:
         return parse_squeue(self._run("squeue", "--noheader", "--states=all", *select, "-o", "%i|%T|%S"))
 
-    def _sacct(self, *select: str) -> dict[str, tuple[str, str]]:
-        """Job id -> (state, ExitCode) from accounting or the job-completion log; {} without either."""
+    def _sacct(self, *select: str) -> dict[str, tuple[str, str, str]]:
+        """Job id -> (state, ExitCode, name) from accounting or the job-completion log; {} without either.
+        Callers pick their job from the answer: `sacct --completion` ignores --name (seen on Slurm 22.05)."""
         while self._sacct_mode is not None:
             try:
                 return parse_sacct(self._run(*self._sacct_mode, "--parsable2", "--noheader",
-                                             "--format=JobID,State,ExitCode", *select))
+                                             "--format=JobID,State,ExitCode,JobName", *select))
             except BackendError as exc:
                 if self._sacct_mode == ["sacct"] and "accounting storage is disabled" in str(exc).lower():
                     self._sacct_mode = ["sacct", "--completion"]
@@ -202,7 +203,7 @@ class SlurmBackend:
         name = job_name(job, job["attempt"])
         found = self._squeue(f"--name={name}")
         if not found:
-            found = {i: (s, None) for i, (s, _) in self._sacct(f"--name={name}").items()}
+            found = {i: (s, None) for i, (s, _, n) in self._sacct(f"--name={name}").items() if n == name}
         if not found:
             return None
         slurm_id = min(found, key=int)

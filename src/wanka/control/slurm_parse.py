@@ -50,15 +50,16 @@ def parse_squeue(text: str) -> dict[str, tuple[str, float | None]]:
     return out
 
 
-def parse_sacct(text: str) -> dict[str, tuple[str, str]]:
-    """Job id -> (state, ExitCode `code:signal`) from `--format=JobID,State,ExitCode`; job steps
-    (`ID.batch`, `ID.0`) are skipped: the allocation's line is the job's."""
+def parse_sacct(text: str) -> dict[str, tuple[str, str, str]]:
+    """Job id -> (state, ExitCode `code:signal`, job name) from `--format=JobID,State,ExitCode,JobName`
+    (the name last: it is free text). Job steps (`ID.batch`, `ID.0`) are skipped: the allocation's
+    line is the job's."""
     out = {}
     for line in text.splitlines():
-        parts = line.split("|")
-        if len(parts) < 3 or not _JOB_ID.match(parts[0].strip()):
+        parts = line.split("|", 3)
+        if len(parts) < 4 or not _JOB_ID.match(parts[0].strip()):
             continue
-        out[parts[0].strip()] = (_state_word(parts[1]), parts[2].strip())
+        out[parts[0].strip()] = (_state_word(parts[1]), parts[2].strip(), parts[3].strip())
     return out
 
 
