@@ -214,3 +214,22 @@ def test_slurm_job_is_readopted_after_kill9_of_the_service(service_factory, slur
     [adopt] = [a for a in job["audit"] if a["decision"] == "adopt"]
     assert adopt["detection"].startswith(f"Slurm job {before['backend_id']}")
     assert list(sacct(slurm, name=job_name(job, 1))) == [before["backend_id"]]  # sbatch ran once
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_slurm_hung_rank_is_killed_with_scancel_and_restarted(service_factory, slurm, corpus_dir, reference_sha,
+                                                             tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("hang: {factor: 20, min_s: 30, startup_grace_s: 600}\n")
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules, args=("--backend", "slurm"),
+                          env={"SLURM_CONF": str(slurm.conf)}).start()
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["hang@step=5,rank=1"]))
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded" and job["attempt"] == 2, job
+    assert job["result"]["params_sha256"] == reference_sha
+    [entry] = job["audit"]
+    first = sacct(slurm, name=job_name(job, 1))
+    [first_id] = first
+    assert entry["rule"] == "hang" and f"killed Slurm job {first_id}" in entry["detection"]
+    assert first[first_id][0] in ("FAILED", "CANCELLED")  # scancel --signal=KILL ended its batch shell
