@@ -5,6 +5,8 @@ killed rank restarted through a new sbatch, and a kill -9 of the service re-adop
 its id. Every wait polls the service, Slurm or metrics.jsonl, bounded."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -14,7 +16,7 @@ import psutil
 import pytest
 
 from wanka.control.backend import TAG, BackendError
-from wanka.control.slurm_backend import batch_script, job_name
+from wanka.control.slurm_backend import SlurmBackend, batch_script, job_name
 from wanka.control.slurm_parse import exit_code_of, parse_sacct, parse_sbatch, parse_sinfo_nodes, parse_squeue
 
 LAYOUT = "dp=2,precision=fp32,gbs=4,mbs=2"
@@ -50,6 +52,20 @@ def test_batch_script_asks_for_what_the_job_needs(tmp_path):
     gpu = batch_script(job, 2, None, command, gpus=True, partition=None)
     assert "#SBATCH --gres=gpu:4" in gpu and "--cpus-per-task" not in gpu and "--nodelist" not in gpu
     assert job_name({**job, "ckpt": "/other"}, 2) != job_name(job, 2)  # two services never adopt each other's jobs
+
+
+def test_an_unreachable_controller_is_not_a_dead_job(tmp_path, capfd):
+    """squeue failing (no slurmctld) must not read as 'the job ended': it would launch the attempt twice."""
+    if shutil.which("squeue") is None:
+        pytest.skip("Slurm's clients are not installed (CI installs slurm-wlm in .ci/run)")
+    backend = SlurmBackend(env={**os.environ, "SLURM_CONF": str(tmp_path / "missing.conf")})
+    job = {"id": 1, "attempt": 1, "ckpt": str(tmp_path / "run"), "backend_id": "17", "proc_start": 5.0}
+    assert backend.alive(job) and backend.alive(job)
+    assert backend.started_at(job) == 5.0 and backend.exit_code(job) is None
+    err = capfd.readouterr().err
+    assert err.count("wanka control: slurm: squeue") == 1  # said once, not once per supervisor pass
+    with pytest.raises(BackendError, match="^sbatch"):
+        backend.launch({**job, "nproc": 2}, 1, None, ["true"])
 
 
 # ---- fast: `up --backend` refusals ---------------------------------------------------------------
@@ -155,6 +171,11 @@ def test_slurm_job_completes_like_a_plain_run_and_drain_is_scontrol(service_fact
     assert state[2].startswith("wanka control: drained")  # the reason scontrol recorded
     code, _, err = run_cli("control", "undrain", slurm.NODE, *common)
     assert code == 0, err
+    poll("node resumed in Slurm", lambda: not node_state(slurm)[1].startswith("drain"))
+    api(svc, "POST", f"/v1/nodes/{slurm.NODE}/risk", json={"risk": 0.9})  # the node_risk rule drains it too
+    state = poll("node drained for risk", lambda: (s := node_state(slurm))[1].startswith("drain") and s)
+    assert state[2] == "wanka control: drained (risk 0.900)"
+    api(svc, "POST", f"/v1/nodes/{slurm.NODE}/undrain")
     poll("node resumed in Slurm", lambda: not node_state(slurm)[1].startswith("drain"))
 
 

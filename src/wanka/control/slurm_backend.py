@@ -113,6 +113,9 @@ class SlurmBackend:
             sys.stderr.flush()
             self._last_error = message
 
+    def _unanswered(self, exc: BackendError) -> None:
+        self._say_once(f"{exc}; running jobs are taken as still running until Slurm answers")
+
     def _squeue(self, *select: str) -> dict[str, tuple[str, float | None]]:
         return parse_squeue(self._run("squeue", "--noheader", "--states=all", *select, "-o", "%i|%T|%S"))
 
@@ -168,7 +171,7 @@ class SlurmBackend:
         try:
             state = self._state(job)
         except BackendError as exc:
-            self._say_once(f"{exc}; job {job['id']} taken as still running")
+            self._unanswered(exc)
             return True
         return state is not None and state[0] not in TERMINAL
 
@@ -176,7 +179,7 @@ class SlurmBackend:
         try:
             state = self._state(job)
         except BackendError as exc:
-            self._say_once(str(exc))
+            self._unanswered(exc)
             return job["proc_start"]
         return state[1] if state else job["proc_start"]
 
