@@ -54,11 +54,18 @@ def test_batch_script_asks_for_what_the_job_needs(tmp_path):
     assert job_name({**job, "ckpt": "/other"}, 2) != job_name(job, 2)  # two services never adopt each other's jobs
 
 
-def test_an_unreachable_controller_is_not_a_dead_job(tmp_path, capfd):
-    """squeue failing (no slurmctld) must not read as 'the job ended': it would launch the attempt twice."""
+def unusable_slurm_conf(tmp_path) -> str:
+    """A slurm.conf every client refuses at once (a missing file would send Slurm 22.05 into DNS SRV lookups)."""
+    path = tmp_path / "slurm.conf"
+    path.write_text("ClusterName=broken\n")  # no SlurmctldHost
+    return str(path)
+
+
+def test_a_failing_squeue_is_not_a_dead_job(tmp_path, capfd):
+    """squeue failing (no controller to ask) must not read as 'the job ended': that would launch the attempt twice."""
     if shutil.which("squeue") is None:
         pytest.skip("Slurm's clients are not installed (CI installs slurm-wlm in .ci/run)")
-    backend = SlurmBackend(env={**os.environ, "SLURM_CONF": str(tmp_path / "missing.conf")})
+    backend = SlurmBackend(env={**os.environ, "SLURM_CONF": unusable_slurm_conf(tmp_path)})
     job = {"id": 1, "attempt": 1, "ckpt": str(tmp_path / "run"), "backend_id": "17", "proc_start": 5.0}
     assert backend.alive(job) and backend.alive(job)
     assert backend.started_at(job) == 5.0 and backend.exit_code(job) is None
@@ -74,11 +81,11 @@ def test_an_unreachable_controller_is_not_a_dead_job(tmp_path, capfd):
     (("--partition", "p"), {}, "partition: expected only with --backend slurm, got 'p'"),
     (("--backend", "k8s"), {"PATH": "/nonexistent"}, "backend: expected k8s: kubectl and a cluster serving JobSets "
                                                      "(kubectl not found on PATH)"),
-    (("--backend", "slurm"), {"SLURM_CONF": "/nonexistent/slurm.conf"}, "backend: expected slurm: "),
+    (("--backend", "slurm"), {"SLURM_CONF": None}, "backend: expected slurm: "),
 ])
 def test_up_refuses_a_backend_it_cannot_use(run_cli, tmp_path, monkeypatch, args, env, line):
     for k, v in env.items():
-        monkeypatch.setenv(k, v)
+        monkeypatch.setenv(k, v or unusable_slurm_conf(tmp_path))
     code, out, err = run_cli("control", "up", "--state-dir", str(tmp_path / "state"), *args)
     assert code == 2 and len(err.strip().splitlines()) == 1 and line in err, err
     assert not (tmp_path / "state").exists()  # refused before anything was written
@@ -254,3 +261,16 @@ def test_slurm_hung_rank_is_killed_with_scancel_and_restarted(service_factory, s
     [first_id] = first
     assert entry["rule"] == "hang" and f"killed Slurm job {first_id}" in entry["detection"]
     assert first[first_id][0] in ("FAILED", "CANCELLED")  # scancel --signal=KILL ended its batch shell
+
+
+def test_stopping_a_job_that_already_ended_is_no_error(slurm, tmp_path):
+    backend = SlurmBackend(env=slurm.env)
+    out = subprocess.run(["sbatch", "--parsable", "--wrap", "true", "-o", str(tmp_path / "out")], env=slurm.env,
+                         capture_output=True, text=True, timeout=60)
+    job = {"id": 1, "attempt": 1, "ckpt": str(tmp_path / "run"), "backend_id": parse_sbatch(out.stdout),
+           "proc_start": 0.0}
+    poll("the job to end", lambda: not backend.alive(job))
+    assert backend.stop(job) == f"Slurm job {job['backend_id']}"  # plain scancel of an ended job: Slurm says nothing
+    # scancel --signal=KILL of an ended job fails ("Invalid job id specified"): not an error for a stop
+    assert backend.stop(job, graceful_s=0) == f"Slurm job {job['backend_id']} (had already ended)"
+    assert backend.exit_code(job) == 0  # no exit file: sacct's ExitCode 0:0

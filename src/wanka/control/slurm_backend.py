@@ -217,11 +217,16 @@ class SlurmBackend:
         if launched is None:
             return "no Slurm job"
         slurm_id = launched.backend_id
-        if graceful_s > 0:
-            self._run("scancel", slurm_id)
-        else:
-            self._run("scancel", "--full", "--signal=KILL", slurm_id)
         probe = {**job, "backend_id": slurm_id}
+        try:
+            if graceful_s > 0:
+                self._run("scancel", slurm_id)
+            else:
+                self._run("scancel", "--full", "--signal=KILL", slurm_id)
+        except BackendError:
+            if (state := self._state(probe)) is not None and state[0] not in TERMINAL:
+                raise  # it still runs: the supervisor tries again on its next pass
+            return f"Slurm job {slurm_id} (had already ended)"
         ended = wait_until(lambda: (s := self._state(probe)) is None or s[0] in TERMINAL, graceful_s + 60, poll_s=0.5)
         return f"Slurm job {slurm_id}" + ("" if ended else " (still ending)")
 

@@ -272,6 +272,8 @@ class Supervisor:
         while not stop.is_set():
             try:
                 self.tick()
+            except BackendError as exc:  # Slurm did not answer or refused: one line, the next pass retries
+                sys.stderr.write(f"wanka control: {self.backend.name}: {exc}; retrying on the next pass\n")
             except Exception:  # a bug or a lost DB connection must not end supervision; say it and go on
                 sys.stderr.write("wanka control: supervisor tick failed:\n" + traceback.format_exc())
             stop.wait(poll_s)
