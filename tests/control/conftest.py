@@ -93,6 +93,25 @@ def postgres():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def slurm():
+    """A running single-host Slurm (tests/control/slurm_cluster.py). In CI (CI set) a Slurm that cannot
+    start fails the tests; elsewhere, without the packages, they are skipped with the reason."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("control_slurm_cluster", Path(__file__).with_name("slurm_cluster.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # tests/ is no package (--import-mode=importlib): load the helper by path
+    try:
+        cluster = module.SlurmCluster().start()
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"Slurm could not start in CI: {exc}")
+        pytest.skip(f"Slurm not available here ({exc}); CI installs slurm-wlm and munge in .ci/run")
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request, tmp_path):
     if request.param == "sqlite":
@@ -110,8 +129,10 @@ def corpus_dir(tmp_path_factory):
 class Service:
     """`wanka control up` as a real process; `start()` returns once it says it is serving."""
 
-    def __init__(self, db: str, state_dir: Path, rules: Path | None = None, slots: int = 2):
+    def __init__(self, db: str, state_dir: Path, rules: Path | None = None, slots: int = 2, args: tuple = (),
+                 env: dict | None = None):
         self.db, self.state_dir, self.rules, self.slots = db, state_dir, rules, slots
+        self.args, self.env = args, env or {}  # further `up` flags (--backend slurm) and environment (SLURM_CONF)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -125,7 +146,8 @@ class Service:
                "--state-dir", str(self.state_dir), "--slots", str(self.slots), "--poll", "0.3"]
         if self.rules:
             cmd += ["--rules", str(self.rules)]
-        env = {**os.environ, "WANKA_TEST_SERVICE": str(self.state_dir)}  # inherited by every job process
+        cmd += list(self.args)
+        env = {**os.environ, **self.env, "WANKA_TEST_SERVICE": str(self.state_dir)}  # inherited by every job process
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True, env=env)
         deadline = time.monotonic() + timeout_s
         while "serving on" not in log.read_text():  # the service's own line, written before uvicorn binds
@@ -164,8 +186,8 @@ class Service:
 def service_factory(tmp_path):
     started: list[Service] = []
 
-    def make(db: str, rules: Path | None = None) -> Service:
-        s = Service(db, tmp_path / f"state{len(started)}", rules)
+    def make(db: str, rules: Path | None = None, args: tuple = (), env: dict | None = None) -> Service:
+        s = Service(db, tmp_path / f"state{len(started)}", rules, args=args, env=env)
         started.append(s)
         return s
 

@@ -31,10 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--db", help="database URL (default sqlite:///STATE_DIR/state.db; postgresql+psycopg://... for production)")
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=8470)
-    up.add_argument("--slots", type=int, default=os.cpu_count() or 1, help="ranks the local node runs at once")
+    up.add_argument("--slots", type=int, default=os.cpu_count() or 1,
+                    help="ranks the local node runs at once (--backend local; slurm reads its nodes from sinfo)")
     up.add_argument("--state-dir", default=DEFAULT_STATE, help="where the SQLite DB and admin.token live")
     up.add_argument("--rules", help="rules YAML (default: the shipped rules.yaml)")
     up.add_argument("--poll", type=float, default=0.5, help="seconds between supervisor passes")
+    up.add_argument("--backend", default="local", help="local | slurm | k8s: where launches run (docs/control.md)")
+    up.add_argument("--partition", help="slurm: the partition whose nodes wanka schedules on (default: all)")
     up.set_defaults(func=cmd_up)
 
     def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -88,7 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_up(args):
     from wanka.control.service import serve
 
-    serve(args.db, args.host, args.port, args.slots, Path(args.state_dir), args.rules, args.poll)
+    serve(args.db, args.host, args.port, args.slots, Path(args.state_dir), args.rules, args.poll, args.backend,
+          args.partition)
     return 0
 
 

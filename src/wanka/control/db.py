@@ -46,6 +46,8 @@ class JobRow(Base):
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     pgid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     proc_start: Mapped[float | None] = mapped_column(Float, nullable=True)  # the pid's create time (pid reuse guard)
+    backend: Mapped[str | None] = mapped_column(String(16), nullable=True)  # the backend that launched it (local | slurm | k8s)
+    backend_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the backend's id of the launch (Slurm job id)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)

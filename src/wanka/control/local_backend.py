@@ -14,37 +14,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
-from dataclasses import dataclass
-from pathlib import Path
 
 import psutil
 
-TAG = "WANKA_CONTROL_LAUNCH"
-_SCRIPT = 'exec >>"$WANKA_CONTROL_LOG" 2>&1; "$@"; rc=$?; echo $rc >"$WANKA_CONTROL_EXIT.tmp"; mv "$WANKA_CONTROL_EXIT.tmp" "$WANKA_CONTROL_EXIT"'
+from wanka.control.backend import TAG, Launched, control_dir, exit_path, log_path, read_exit_file, tag_of
 
+__all__ = ["TAG", "LocalBackend", "log_path"]
 
-@dataclass(frozen=True)
-class Launched:
-    pid: int
-    pgid: int
-    proc_start: float  # psutil create_time of pid: a reused pid has another
-
-
-def control_dir(ckpt: str) -> Path:
-    return Path(ckpt) / "control"
-
-
-def log_path(ckpt: str, attempt: int) -> Path:
-    return control_dir(ckpt) / f"attempt-{attempt}.log"
-
-
-def exit_path(ckpt: str, attempt: int) -> Path:
-    return control_dir(ckpt) / f"attempt-{attempt}.exit"
-
-
-def tag_of(job_id: int, attempt: int) -> str:
-    return f"{job_id}:{attempt}"
+# The launch's leader: log everything to the attempt log, then write the exit code atomically.
+EXIT_SCRIPT = ('exec >>"$WANKA_CONTROL_LOG" 2>&1; "$@"; rc=$?; echo $rc >"$WANKA_CONTROL_EXIT.tmp"; '
+               'mv "$WANKA_CONTROL_EXIT.tmp" "$WANKA_CONTROL_EXIT"')
 
 
 class LocalBackend:
@@ -53,20 +32,25 @@ class LocalBackend:
     def __init__(self):
         self._children: dict[int, subprocess.Popen] = {}  # launches this process started (reaped on exit)
 
-    def launch(self, job_id: int, attempt: int, ckpt: str, command: list[str]) -> Launched:
+    def nodes(self) -> None:
+        return None  # this machine: `up` registers it as node `local`
+
+    def launch(self, job: dict, attempt: int, node: str | None, command: list[str]) -> Launched:
+        job_id, ckpt = job["id"], job["ckpt"]
         control_dir(ckpt).mkdir(parents=True, exist_ok=True)
         exit_path(ckpt, attempt).unlink(missing_ok=True)
         env = {**os.environ, TAG: tag_of(job_id, attempt), "WANKA_CONTROL_LOG": str(log_path(ckpt, attempt)),
                "WANKA_CONTROL_EXIT": str(exit_path(ckpt, attempt)), "PYTHONWARNINGS": "ignore",
                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        proc = subprocess.Popen(["/bin/sh", "-c", _SCRIPT, "wanka-control-launch", *command], env=env,
+        proc = subprocess.Popen(["/bin/sh", "-c", EXIT_SCRIPT, "wanka-control-launch", *command], env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
         self._children[proc.pid] = proc
-        return Launched(proc.pid, proc.pid, psutil.Process(proc.pid).create_time())
+        return Launched(proc_start=psutil.Process(proc.pid).create_time(), pid=proc.pid, pgid=proc.pid)
 
-    def alive(self, pid: int | None, proc_start: float | None) -> bool:
+    def alive(self, job: dict) -> bool:
         """The launch's leader still runs (not exited, not a zombie, not a reused pid)."""
+        pid, proc_start = job["pid"], job["proc_start"]
         if pid is None:
             return False
         child = self._children.get(pid)
@@ -81,12 +65,23 @@ class LocalBackend:
         except psutil.NoSuchProcess:
             return False
 
-    def exit_code(self, ckpt: str, attempt: int) -> int | None:
+    def started_at(self, job: dict) -> float | None:
+        return job["proc_start"]
+
+    def exit_code(self, job: dict) -> int | None:
         """The exit code the leader wrote; None when it was killed before it could write one."""
-        try:
-            return int(exit_path(ckpt, attempt).read_text().strip())
-        except (OSError, ValueError):
+        return read_exit_file(job["ckpt"], job["attempt"])
+
+    def describe(self, job: dict) -> str:
+        return f"leader pid {job['pid']} (start time {job['proc_start'] or 0:.2f})"
+
+    def adopt(self, job: dict) -> Launched | None:
+        """The oldest process tagged with the job's current attempt is its leader."""
+        procs = self.find(job["id"], job["attempt"])
+        if not procs:
             return None
+        leader = min(procs, key=lambda p: p.create_time())
+        return Launched(proc_start=leader.create_time(), pid=leader.pid, pgid=leader.pid)
 
     def find(self, job_id: int, attempt: int) -> list[psutil.Process]:
         """Every live process of one launch, by its environment tag (re-adoption after a crash)."""
@@ -99,10 +94,10 @@ class LocalBackend:
                 continue
         return out
 
-    def stop(self, job_id: int, attempt: int, graceful_s: float = 20.0) -> int:
-        """SIGTERM (graceful_s > 0) then SIGKILL every process of the launch; returns how many there were.
+    def stop(self, job: dict, graceful_s: float = 20.0) -> str:
+        """SIGTERM (graceful_s > 0) then SIGKILL every process of the launch; says how many there were.
         Bounded: each wait is psutil.wait_procs with a timeout."""
-        procs = self.find(job_id, attempt)
+        procs = self.find(job["id"], job["attempt"])
         if graceful_s > 0:
             for p in procs:
                 _signal(p, signal.SIGTERM)
@@ -114,7 +109,13 @@ class LocalBackend:
         psutil.wait_procs(procs_left, timeout=30)
         for pid in [pid for pid, c in self._children.items() if c.poll() is not None]:
             del self._children[pid]
-        return len(procs)
+        return f"{len(procs)} process(es)"
+
+    def drain(self, node: str, reason: str) -> None:
+        pass  # the supervisor's scheduler keeps work off a drained node; nothing else to tell
+
+    def undrain(self, node: str) -> None:
+        pass
 
 
 def _signal(p: psutil.Process, sig: int) -> None:
@@ -122,13 +123,3 @@ def _signal(p: psutil.Process, sig: int) -> None:
         p.send_signal(sig)
     except psutil.NoSuchProcess:
         pass
-
-
-def wait_until(predicate, timeout_s: float, poll_s: float = 0.2):
-    """Poll `predicate` until it returns a truthy value or timeout_s passes (then None): a bounded loop."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value or None
-        time.sleep(poll_s)

@@ -20,10 +20,11 @@ def admin_token_path(state_dir: Path) -> Path:
 
 
 def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path, rules_path: str | None,
-          poll_s: float = 0.5) -> None:
+          poll_s: float = 0.5, backend_name: str = "local", partition: str | None = None) -> None:
     import uvicorn
 
     from wanka.control.api import create_app
+    from wanka.control.backend import make_backend
     from wanka.control.db import default_db_url, open_db
     from wanka.control.rules import load_rules
     from wanka.control.store import Store
@@ -35,11 +36,19 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
         raise SpecError("slots", "an integer >= 1 (ranks this node runs at once)", slots)
     if poll_s <= 0:
         raise SpecError("poll", "seconds > 0", poll_s)
+    if partition is not None and backend_name != "slurm":
+        raise SpecError("partition", "only with --backend slurm", partition)
     rules = load_rules(rules_path)
+    backend = make_backend(backend_name, **({"partition": partition} if backend_name == "slurm" else {}))
+    inventory = backend.nodes() or [("local", slots)]  # None: this machine
+    if len({n for _, n in inventory}) > 1:
+        raise SpecError("backend", f"{backend_name}: nodes of one size (slots per node: {dict(inventory)})")
     state_dir.mkdir(parents=True, exist_ok=True)
     _, sessions = open_db(db_url or default_db_url(state_dir))
     store = Store(sessions)
-    store.ensure_node("local", slots)
+    check_backend_matches(store, backend_name, [name for name, _ in inventory])
+    for name, n in inventory:
+        store.ensure_node(name, n)
     if not store.has_tokens():
         token = store.add_token("admin", "admin")
         path = admin_token_path(state_dir)
@@ -47,13 +56,14 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
         sys.stderr.write(f"wanka control: admin token written to {path}\n")
-    supervisor = Supervisor(store, rules)
+    supervisor = Supervisor(store, rules, backend)
     adopted = supervisor.recover()
     sys.stderr.write(f"wanka control: re-adopted {len(adopted)} running job(s)\n")
     stop = threading.Event()
     thread = threading.Thread(target=supervisor.run, args=(stop, poll_s), name="supervisor", daemon=True)
     thread.start()
     app = create_app(store, supervisor)
+    sys.stderr.write(f"wanka control: {backend_name} backend, nodes {', '.join(n for n, _ in inventory)}\n")
     sys.stderr.write(f"wanka control: serving on http://{host}:{port}\n")
     sys.stderr.flush()
     try:
@@ -61,3 +71,15 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
     finally:
         stop.set()
         thread.join(timeout=30)
+
+
+def check_backend_matches(store, backend_name: str, node_names: list[str]) -> None:
+    """A state DB belongs to one backend: its nodes are that backend's, and its running jobs were
+    launched by it (another backend could neither watch nor stop them)."""
+    foreign_nodes = [n["name"] for n in store.nodes() if n["name"] not in node_names]
+    if foreign_nodes:
+        raise SpecError("backend", f"{backend_name}: a state DB without other nodes (it has {', '.join(foreign_nodes)}; "
+                        "use another --state-dir/--db)")
+    for job in store.active_jobs():
+        if job["backend"] not in (None, backend_name):
+            raise SpecError("backend", f"{job['backend']}: the backend that launched running job {job['id']}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from wanka.cluster.model import Cluster
 from wanka.cluster.spec import parse_cluster_spec
-from wanka.control.local_backend import LocalBackend, log_path
+from wanka.control.backend import Backend, BackendError, log_path
 from wanka.control.rules import Rules
 from wanka.control.spec import train_command
 from wanka.control.store import Store
@@ -37,7 +37,9 @@ def inventory_cluster(nodes: list[dict]) -> Cluster:
 
 
 class Supervisor:
-    def __init__(self, store: Store, rules: Rules, backend: LocalBackend | None = None):
+    def __init__(self, store: Store, rules: Rules, backend: Backend | None = None):
+        from wanka.control.local_backend import LocalBackend
+
         self.store, self.rules = store, rules
         self.backend = backend or LocalBackend()
         nodes = store.nodes()
@@ -63,14 +65,12 @@ class Supervisor:
         self.sched.schedule(now)
         self._sync_nodes()  # after: a drain keeps running jobs, but would leave them queued in the scheduler
         for job in placed:
-            tag_procs = []
-            if job["state"] == "running" and self.backend.alive(job["pid"], job["proc_start"]):
-                how = f"leader pid {job['pid']} (start time {job['proc_start']:.2f}) still runs"
-            elif job["state"] == "launching" and (tag_procs := self.backend.find(job["id"], job["attempt"])):
-                leader = min(tag_procs, key=lambda p: p.create_time())
-                self.store.update_job(job["id"], state="running", pid=leader.pid, pgid=leader.pid,
-                                      proc_start=leader.create_time())
-                how = f"{len(tag_procs)} process(es) tagged {job['id']}:{job['attempt']} found"
+            if job["state"] == "running" and self.backend.alive(job):
+                how = f"{self.backend.describe(job)} still runs"
+            elif job["state"] == "launching" and (found := self.backend.adopt(job)):
+                job = self.store.update_job(job["id"], state="running", pid=found.pid, pgid=found.pgid,
+                                            proc_start=found.proc_start, backend_id=found.backend_id)
+                how = f"{self.backend.describe(job)} of the uncommitted attempt {job['attempt']} found"
             elif job["state"] == "launching":
                 self.store.audit(rule="recovery", detection="launch committed but no process of it exists",
                                  decision="launch", action=f"launch attempt {job['attempt']}", reason="service restarted",
@@ -121,16 +121,27 @@ class Supervisor:
             drained = node["state"] == "drained"
             if drained and i not in self.sched.drained:
                 self.sched.drain_nodes([i], time.time())
+                self._tell_backend(self.backend.drain, node["name"], "wanka control: drained"
+                                   + (f" (risk {node['risk']:.3f})" if node["risk"] is not None else ""))
             elif not drained and i in self.sched.drained:
                 self.sched.repair_nodes([i], time.time())
+                self._tell_backend(self.backend.undrain, node["name"])
+
+    def _tell_backend(self, call, node: str, *args) -> None:
+        """Mirror a drain/undrain into the backend (slurm: scontrol); a refusal is one audit line."""
+        try:
+            call(node, *args)
+        except BackendError as exc:
+            self.store.audit(rule="backend", detection=str(exc), decision="continue", action="node state kept in wanka only",
+                             reason=f"the {self.backend.name} backend refused it", detected_at=time.time(), node=node)
 
     # ---- actions -----------------------------------------------------------------------------
     def _start(self, job: dict, attempt: int, node: str | None) -> None:
-        self.store.update_job(job["id"], state="launching", attempt=attempt, node=node,
-                              started_at=job["started_at"] or time.time())
+        self.store.update_job(job["id"], state="launching", attempt=attempt, node=node, backend=self.backend.name,
+                              backend_id=None, started_at=job["started_at"] or time.time())
         try:
-            launched = self.backend.launch(job["id"], attempt, job["ckpt"], train_command(job, job["lr_scale"]))
-        except OSError as exc:  # e.g. the checkpoint directory cannot be created
+            launched = self.backend.launch(job, attempt, node, train_command(job, job["lr_scale"]))
+        except (OSError, BackendError) as exc:  # the checkpoint directory cannot be created, sbatch refused it
             now = time.time()
             self._end(job, "failed", now, error=f"launch failed: {exc}")
             self.store.audit(rule="launch", detection=f"launch of attempt {attempt} raised {exc}", decision="fail",
@@ -139,25 +150,26 @@ class Supervisor:
             return
         self.counters["launches"] += 1
         self.store.update_job(job["id"], state="running", pid=launched.pid, pgid=launched.pgid,
-                              proc_start=launched.proc_start)
+                              proc_start=launched.proc_start, backend_id=launched.backend_id)
 
     def _end(self, job: dict, state: str, now: float, **fields) -> None:
         self.store.update_job(job["id"], state=state, ended_at=now, **fields)
         self.sched.withdraw(str(job["id"]), now)
 
     def _cancel(self, job: dict, now: float) -> None:
-        n = self.backend.stop(job["id"], job["attempt"]) if job["state"] in ("launching", "running") else 0
+        what = self.backend.stop(job) if job["state"] in ("launching", "running") else "nothing"
         self._end(job, "cancelled", now)
         self.store.audit(rule="cancel", detection="cancel requested by the API", decision="cancel",
-                         action=f"stopped {n} process(es) of attempt {job['attempt']}", reason="user request",
+                         action=f"stopped {what} of attempt {job['attempt']}", reason="user request",
                          detected_at=now, job_id=job["id"])
 
     def _watch(self, job: dict, now: float) -> None:
-        if self.backend.alive(job["pid"], job["proc_start"]):
-            if not self._check_hang(job, now):
+        if self.backend.alive(job):
+            started = self.backend.started_at(job)
+            if started is not None and not self._check_hang(job, now, started):  # None: queued in the backend
                 self._check_spikes(job, now)
             return
-        code = self.backend.exit_code(job["ckpt"], job["attempt"])
+        code = self.backend.exit_code(job)
         result_file = Path(job["ckpt"]) / "result.json"
         if code == 0 and result_file.is_file():
             self._end(job, "succeeded", now, result=json.loads(result_file.read_text()))
@@ -165,13 +177,12 @@ class Supervisor:
         self.counters["rank_exits"] += 1
         why = last_error(log_path(job["ckpt"], job["attempt"]))
         detection = (f"attempt {job['attempt']} exited with code {code}: {why}" if code is not None
-                     else f"attempt {job['attempt']} leader pid {job['pid']} is gone without an exit code")
+                     else f"attempt {job['attempt']} ({self.backend.describe(job)}) is gone without an exit code")
         self._recover_or_fail(job, now, "dead_rank", detection, self.rules.dead_rank.action == "restart")
 
-    def _check_hang(self, job: dict, now: float) -> bool:
+    def _check_hang(self, job: dict, now: float, launched_at: float) -> bool:
         rule = self.rules.hang
         p = progress(job["ckpt"])
-        launched_at = job["proc_start"] or now
         if p.last_step_at is None or p.last_step_at < launched_at:  # no step in this launch yet
             idle, limit, what = now - launched_at, rule.startup_grace_s, "no step since launch"
         else:
@@ -184,8 +195,8 @@ class Supervisor:
         detection = f"{what} for {idle:.1f} s > {limit:.1f} s"
         if rule.action == "alert":
             return False
-        stopped = self.backend.stop(job["id"], job["attempt"], graceful_s=0)
-        self._recover_or_fail(job, now, "hang", detection + f"; killed {stopped} process(es)", True)
+        stopped = self.backend.stop(job, graceful_s=0)
+        self._recover_or_fail(job, now, "hang", detection + f"; killed {stopped}", True)
         return True
 
     def _check_spikes(self, job: dict, now: float) -> None:
@@ -204,11 +215,11 @@ class Supervisor:
         in_launch = [e for e in events if e.get("time", 0) >= (job["proc_start"] or now)]
         if len(in_launch) < rule.max_rollbacks:
             return
-        stopped = self.backend.stop(job["id"], job["attempt"], graceful_s=0)
+        stopped = self.backend.stop(job, graceful_s=0)
         lr_scale = job["lr_scale"] * rule.lr_factor
         self.store.update_job(job["id"], lr_scale=lr_scale)
         detection = (f"{len(in_launch)} loss-spike rollbacks in attempt {job['attempt']} (>= {rule.max_rollbacks}); "
-                     f"killed {stopped} process(es)")
+                     f"killed {stopped}")
         self._recover_or_fail(self.store.job(job["id"]), now, "loss_spike", detection, True,
                               note=f" with lr x{lr_scale:g}")
 
@@ -219,9 +230,9 @@ class Supervisor:
         moved = []
         for job in self.store.active_jobs():
             if job["node"] == node["name"] and job["state"] in ("launching", "running"):
-                self.backend.stop(job["id"], job["attempt"], graceful_s=0)
+                self.backend.stop(job, graceful_s=0)
                 self.store.update_job(job["id"], state="queued", restarts=job["restarts"] + 1, pid=None, pgid=None,
-                                      proc_start=None)
+                                      proc_start=None, backend_id=None)
                 moved.append(job["id"])
         self.sched.fail_nodes([index], now)  # the scheduler requeues its jobs in their original place
         self.sched.drain_nodes([index], now)
@@ -233,6 +244,7 @@ class Supervisor:
                              f"{self.rules.node_risk.threshold}", decision="drain_migrate",
                              action=f"drained {node['name']}" + (f"; stopped and requeued job {job_id} ({where})" if job_id else ""),
                              reason="node_risk rule", detected_at=now, job_id=job_id, node=node["name"])
+        self._tell_backend(self.backend.drain, node["name"], f"wanka control: drained (risk {node['risk']:.3f})")
 
     def _recover_or_fail(self, job: dict, now: float, rule: str, detection: str, restart: bool, note: str = "") -> None:
         limit = self.rules.dead_rank.max_restarts
@@ -260,6 +272,8 @@ class Supervisor:
         while not stop.is_set():
             try:
                 self.tick()
+            except BackendError as exc:  # Slurm did not answer or refused: one line, the next pass retries
+                sys.stderr.write(f"wanka control: {self.backend.name}: {exc}; retrying on the next pass\n")
             except Exception:  # a bug or a lost DB connection must not end supervision; say it and go on
                 sys.stderr.write("wanka control: supervisor tick failed:\n" + traceback.format_exc())
             stop.wait(poll_s)
