@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 from wanka.errors import SpecError
@@ -20,7 +21,8 @@ def admin_token_path(state_dir: Path) -> Path:
 
 
 def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path, rules_path: str | None,
-          poll_s: float = 0.5) -> None:
+          poll_s: float = 0.5, cluster: str | None = None, agent_period_s: float = 10.0,
+          telemetry_retention_h: float = 48.0) -> None:
     import uvicorn
 
     from wanka.control.api import create_app
@@ -35,6 +37,14 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
         raise SpecError("slots", "an integer >= 1 (ranks this node runs at once)", slots)
     if poll_s <= 0:
         raise SpecError("poll", "seconds > 0", poll_s)
+    if agent_period_s < 0:
+        raise SpecError("agent-period", "seconds >= 0 (0: no in-process agent)", agent_period_s)
+    if telemetry_retention_h < 25:  # the predictor reads 24 h of counter growth (risk.py)
+        raise SpecError("telemetry-retention-h", "hours >= 25", telemetry_retention_h)
+    if cluster is not None:
+        from wanka.control.throughput import load_node_cluster
+
+        load_node_cluster(cluster)
     rules = load_rules(rules_path)
     state_dir.mkdir(parents=True, exist_ok=True)
     _, sessions = open_db(db_url or default_db_url(state_dir))
@@ -47,12 +57,13 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
         sys.stderr.write(f"wanka control: admin token written to {path}\n")
-    supervisor = Supervisor(store, rules)
+    supervisor = Supervisor(store, rules, cluster_source=cluster)
     adopted = supervisor.recover()
     sys.stderr.write(f"wanka control: re-adopted {len(adopted)} running job(s)\n")
     stop = threading.Event()
     thread = threading.Thread(target=supervisor.run, args=(stop, poll_s), name="supervisor", daemon=True)
     thread.start()
+    threads = [thread, *start_telemetry(store, rules, stop, agent_period_s, telemetry_retention_h * 3600.0)]
     app = create_app(store, supervisor)
     sys.stderr.write(f"wanka control: serving on http://{host}:{port}\n")
     sys.stderr.flush()
@@ -60,4 +71,23 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         stop.set()
-        thread.join(timeout=30)
+        for t in threads:
+            t.join(timeout=30)
+
+
+def start_telemetry(store, rules, stop: threading.Event, agent_period_s: float, retention_s: float) -> list[threading.Thread]:
+    """The in-process agent for the `local` node (writing to the DB directly) and the risk scorer."""
+    from wanka.control.agent import Agent
+    from wanka.control.risk import NodeScorer
+    from wanka.control.telemetry_store import TelemetryStore, check_samples
+
+    telemetry = TelemetryStore(store.sessions)
+    threads = [threading.Thread(target=NodeScorer(store, telemetry, rules.node_risk.score_every_s, retention_s).run,
+                                args=(stop,), name="risk-scorer", daemon=True)]
+    if agent_period_s > 0:
+        agent = Agent(lambda samples: telemetry.add("local", check_samples(samples, time.time())), agent_period_s,
+                      on_error=lambda exc: sys.stderr.write(f"wanka control: local agent: {exc}\n"))
+        threads.append(threading.Thread(target=agent.run, args=(stop,), name="local-agent", daemon=True))
+    for t in threads:
+        t.start()
+    return threads
