@@ -14,7 +14,7 @@ from sqlalchemy.orm import sessionmaker
 from wanka.control.db import NodeRow, TelemetryRow
 from wanka.errors import SpecError
 
-METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # also a valid Prometheus label value and easy to read
+METRIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")  # also a valid Prometheus label value and easy to read
 MAX_SAMPLES = 10_000  # per request: a bounded write; an agent posts one sample per period
 FUTURE_SLACK_S = 300.0  # a sample stamped more than this ahead of the service's clock is refused
 
@@ -34,7 +34,7 @@ def check_samples(samples: list[dict], now: float) -> list[tuple[float, str, flo
             raise SpecError(f"samples.{i}.metrics", "a non-empty mapping of metric name to number", s["metrics"])
         for name, value in s["metrics"].items():
             if not isinstance(name, str) or not METRIC_NAME.match(name):
-                raise SpecError(f"samples.{i}.metrics", "names of lower-case letters, digits and '_' (at most 64)", name)
+                raise SpecError(f"samples.{i}.metrics", "names of a letter, then letters, digits and '_' (at most 64)", name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
                 raise SpecError(f"samples.{i}.metrics.{name}", "a finite number", value)
             rows.append((float(ts), name, float(value)))
