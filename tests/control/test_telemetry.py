@@ -140,3 +140,67 @@ def test_the_predictor_scores_a_failing_series_above_the_threshold(api, predicto
     assert client.post("/v1/nodes/n1/undrain", headers=auth["root"]).json()["predicted_risk"] is None
     again = NodeScorer(store, tel, every_s=1.0, retention_s=48 * H, predictor=predictor).score_once(time.time())
     assert "n1" not in again and store.nodes()[1]["predicted_risk"] is None
+
+
+class FakeNvml:
+    """The NVML calls the agent makes, for two GPUs: GPU 1 has ECC off (its query raises), and one
+    critical XID event is pending for GPU 0 - what a driver reports, without a driver."""
+
+    NVML_TEMPERATURE_GPU, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 0, 0, 1
+    NVML_VOLATILE_ECC, nvmlEventTypeXidCriticalError = 0, 8
+
+    class Event:
+        def __init__(self, device):
+            self.device = device
+
+    def __init__(self):
+        self.pending = [self.Event("dev0")]
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"dev{i}"
+
+    def nvmlDeviceGetIndex(self, handle):
+        return int(handle[3:])
+
+    def nvmlEventSetCreate(self):
+        return "set"
+
+    def nvmlDeviceRegisterEvents(self, handle, kinds, event_set):
+        assert kinds == self.nvmlEventTypeXidCriticalError
+
+    def nvmlEventSetWait(self, event_set, timeout_ms):
+        if not self.pending:
+            raise RuntimeError("NVML_ERROR_TIMEOUT")
+        return self.pending.pop()
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        return 61 + self.nvmlDeviceGetIndex(handle)
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return 612_500  # mW
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        return type("Util", (), {"gpu": 97})()
+
+    def nvmlDeviceGetTotalEccErrors(self, handle, kind, counter):
+        if handle == "dev1":
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return 5 if kind == self.NVML_MEMORY_ERROR_TYPE_CORRECTED else 0
+
+
+def test_the_nvml_sampler_reads_every_gpu_and_counts_xid_events(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", FakeNvml())
+    nvml = NvmlSampler()
+    assert nvml.available
+    first = nvml.sample()
+    assert first == {"gpu0_temp_C": 61.0, "gpu0_power_W": 612.5, "gpu0_util_percent": 97.0,
+                     "gpu0_ecc_corrected_total": 5.0, "gpu0_ecc_uncorrected_total": 0.0, "gpu0_xid_total": 1.0,
+                     "gpu1_temp_C": 62.0, "gpu1_power_W": 612.5, "gpu1_util_percent": 97.0, "gpu1_xid_total": 0.0}
+    assert nvml.sample()["gpu0_xid_total"] == 1.0  # counted once: no new event
+    assert check_samples([{"metrics": first}], time.time())  # every name and value is one the service accepts
