@@ -204,3 +204,14 @@ def test_the_nvml_sampler_reads_every_gpu_and_counts_xid_events(monkeypatch):
                      "gpu1_temp_C": 62.0, "gpu1_power_W": 612.5, "gpu1_util_percent": 97.0, "gpu1_xid_total": 0.0}
     assert nvml.sample()["gpu0_xid_total"] == 1.0  # counted once: no new event
     assert check_samples([{"metrics": first}], time.time())  # every name and value is one the service accepts
+
+
+def test_bad_up_and_agent_flags_exit_2_naming_the_field(run_cli, tmp_path):
+    state = tmp_path / "state"
+    for flags, field in ((["--cluster", "no-such-cluster"], "cluster"), (["--telemetry-retention-h", "1"],
+                         "telemetry-retention-h"), (["--agent-period", "-1"], "agent-period")):
+        code, out, err = run_cli("control", "up", "--state-dir", str(state), *flags)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and field in err, (flags, err)
+    assert not state.exists()  # nothing half-written
+    code, _, err = run_cli("control", "agent", "--node", "local", "--count", "0", "--url", "http://127.0.0.1:9")
+    assert code == 2 and "count: expected an integer >= 1" in err

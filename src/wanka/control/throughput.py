@@ -30,8 +30,9 @@ def predict_tokens_per_s(source: str, spec) -> float | None:
     try:
         node = load_cluster(source)
         per_node = min(node.gpus_per_node, spec.nproc)
+        domain = min(node.spec.scale_up.domain or per_node, per_node)
         cluster = load_cluster(source, gpus=spec.nproc, gpus_per_node=per_node,
-                               scale_up={**node.spec.scale_up.model_dump(), "domain": min(node.spec.scale_up.domain or per_node, per_node)})
+                               scale_up={**node.spec.scale_up.model_dump(), "domain": domain})
         model = load_model(spec.model, **({"seq_len": spec.seq_len} if spec.seq_len else {}))
         layout = Layout.parse(spec.layout)
         return float(estimate(model, cluster, layout, seq_len=model.seq_len).tokens_per_s)
