@@ -82,8 +82,8 @@ def telemetry_fault(client, root: Path) -> None:
     body = {"layout": "dp=2,precision=fp32,gbs=4,mbs=2", "seq_len": 64, "steps": 10, "ckpt_every": 3,
             "data": str(root / "shards"), "ckpt": str(ckpt), "inject": [f"slow@step={s},rank=0" for s in range(3, 11)]}
     job_id = client.post("/v1/jobs", json=body).json()["id"]
-    wait(lambda: (ckpt / "metrics.jsonl").exists() and len((ckpt / "metrics.jsonl").read_text().splitlines()) >= 2,
-         600, "step 2")
+    wait(lambda: (ckpt / "metrics.jsonl").exists() and len((ckpt / "metrics.jsonl").read_text().splitlines()) >= 4,
+         600, "step 4")  # past the checkpoint of step 3: the relaunch restores it
     now = time.time()
     samples = [{"ts": now - (7 - k / 6) * 3600, "metrics": {  # a GPU warming 60 -> 74 C over 6 h, ECC and XID growing
         "gpu0_temp_C": 74.0 - 14.0 * min(7 - k / 6, 6.0) / 6.0, "gpu0_ecc_corrected_total": 10.0 * k / 6,
