@@ -137,6 +137,7 @@ class Service:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self.extra_args: list[str] = []  # further `wanka control up` flags
 
     def start(self, timeout_s: float = 180) -> "Service":
         self.starts += 1
@@ -146,7 +147,7 @@ class Service:
                "--state-dir", str(self.state_dir), "--slots", str(self.slots), "--poll", "0.3"]
         if self.rules:
             cmd += ["--rules", str(self.rules)]
-        cmd += list(self.args)
+        cmd += list(self.args) + list(self.extra_args)
         env = {**os.environ, **self.env, "WANKA_TEST_SERVICE": str(self.state_dir)}  # inherited by every job process
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True, env=env)
         deadline = time.monotonic() + timeout_s

@@ -81,8 +81,8 @@ def test_metrics_export_what_the_alert_rules_read(api, tmp_path):
     assert 'wanka_control_node_risk{node="local"} 0.2' in text
     alerts = yaml.safe_load(prometheus_rules(load_rules()))["groups"][0]["rules"]
     assert {a["alert"] for a in alerts} == {"WankaRankDead", "WankaJobHang", "WankaLossSpikes", "WankaNodeRisk",
-                                            "WankaJobRestartsExhausted"}
+                                            "WankaJobRestartsExhausted", "WankaStraggler", "WankaThroughputBelowPlan"}
     read = {m for a in alerts for m in re.findall(r"wanka_control_\w+", a["expr"])}
-    assert len(read) == 6
+    assert len(read) == 9
     for name in read:  # every metric an alert reads is one the service exports
         assert re.search(rf"^(# TYPE )?{name}[{{ ]", text, re.M), name  # a sample, or its declaration

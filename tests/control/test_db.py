@@ -11,8 +11,8 @@ from wanka.errors import SpecError
 
 def test_migrations_create_the_schema_and_are_idempotent(db_url):
     engine, _ = open_db(db_url)
-    assert set(inspect(engine).get_table_names()) >= {"jobs", "nodes", "audit", "tokens", "alembic_version"}
-    assert migrate(engine) == "0003"  # a second `up` on the same DB upgrades nothing and keeps the data
+    assert set(inspect(engine).get_table_names()) >= {"jobs", "nodes", "audit", "tokens", "telemetry", "alembic_version"}
+    assert migrate(engine) == "0003_telemetry"  # a second `up` on the same DB upgrades nothing and keeps the data
 
 
 def test_jobs_tokens_and_audit_survive_a_reopen(db_url, tmp_path):

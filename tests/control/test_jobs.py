@@ -1,5 +1,6 @@
-"""Real jobs through a real `wanka control up`: completion, a killed rank, a hung rank, cancel, and a
-kill -9 of the service itself. Each ends with the uninterrupted fp32 run's params_sha256; every wait
+"""Real jobs through a real `wanka control up`: completion, a killed rank, a hung rank, cancel, a
+kill -9 of the service itself, a node the telemetry predictor marks as failing, stragglers and
+throughput below the planner's prediction. Each ends with the uninterrupted fp32 run's params_sha256; every wait
 polls the service's DB state or the trainer's metrics.jsonl, bounded."""
 
 import json
@@ -11,12 +12,19 @@ import httpx
 import psutil
 import pytest
 
+from wanka.control.db import open_db
 from wanka.control.local_backend import TAG
+from wanka.control.rules import load_rules
+from wanka.control.spec import parse_job_spec
+from wanka.control.store import Store
+from wanka.control.supervisor import Supervisor
+from wanka.control.throughput import predict_tokens_per_s
 
 pytestmark = pytest.mark.slow
 
 LAYOUT = "dp=2,precision=fp32,gbs=4,mbs=2"
 STEPS, EVERY = 10, 3
+H = 3600.0
 
 
 @pytest.fixture(scope="session")
@@ -211,10 +219,94 @@ def test_risky_node_is_drained_and_its_job_migrated(service_factory, corpus_dir,
     assert moved["state"] == "queued", moved  # stopped mid-run; waits: the only node is drained
     assert api(svc, "GET", "/v1/nodes")[0]["state"] == "drained"
     assert launch_processes(job["id"], 1) == []
-    [entry] = moved["audit"]
-    assert entry["rule"] == "node_risk" and entry["decision"] == "drain_migrate"
+    [entry] = [a for a in moved["audit"] if a["rule"] == "node_risk"]  # the slow steps may also raise a straggler alert
+    assert entry["decision"] == "drain_migrate"
     assert entry["detection"] == "node local risk 0.900 > 0.5" and "no other node is up" in entry["action"]
     api(svc, "POST", "/v1/nodes/local/undrain")
     job = wait_job(svc, job["id"], ("succeeded", "failed"))
     assert job["state"] == "succeeded" and job["attempt"] == 2 and job["restarts"] == 1
     assert job["result"]["params_sha256"] == clean_sha
+
+
+
+def cluster_file(path, peak_tflops: float):
+    """A one-node cluster spec whose GPU does `peak_tflops` at every precision (absurd on purpose)."""
+    peaks = {k: peak_tflops for k in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")}
+    path.write_text(json.dumps({"name": "absurd", "gpus": 2, "gpus_per_node": 2,
+                                "gpu": {"name": "absurd", "peak_tflops": peaks, "hbm_GB": 1000, "hbm_TBps": 1000,
+                                        "tdp_W": 100},
+                                "scale_up": {"domain": 2, "bandwidth_GBps": 100000}}))
+    return path
+
+
+def failing_gpu_samples(now):
+    """Six hours of a GPU warming 60 -> 74 C with ECC and XID counts growing (telemetry.py's precursors)."""
+    out = []
+    for k in range(43):
+        age_h = 7.0 - k / 6
+        out.append({"ts": now - age_h * H, "metrics": {
+            "gpu0_temp_C": 74.0 - 14.0 * min(age_h, 6.0) / 6.0, "gpu0_power_W": 600.0,
+            "gpu0_ecc_corrected_total": 10.0 * (7.0 - age_h), "gpu0_xid_total": float(int(0.5 * (7.0 - age_h)))}})
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_node_failing_by_telemetry_is_drained_and_its_job_migrated(service_factory, corpus_dir, clean_sha, tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("node_risk: {threshold: 0.5, score_every_s: 0.5}\n")
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules).start()
+    ckpt = tmp_path / "job"
+    slow = [f"slow@step={s},rank=0" for s in range(3, STEPS + 1)]  # 0.5 s each: time to act mid-run; no numeric effect
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=slow))
+    wait_step(ckpt, 2)
+    own = api(svc, "GET", "/v1/nodes/local/telemetry")["series"]  # the in-process agent's samples of this machine
+    assert own["cpu_percent"] and own["mem_percent"]
+    assert api(svc, "GET", "/v1/nodes")[0]["predicted_risk"] < 0.5  # this healthy CPU node scores low
+    api(svc, "POST", "/v1/nodes/local/telemetry", json={"samples": failing_gpu_samples(time.time())})
+    moved = wait_job(svc, job["id"], ("queued", "succeeded", "failed"))
+    assert moved["state"] == "queued", moved  # stopped mid-run; waits: the only node is drained
+    node = api(svc, "GET", "/v1/nodes")[0]
+    assert node["state"] == "drained" and node["predicted_risk"] > 0.5 and node["risk"] is None
+    [entry] = [a for a in moved["audit"] if a["rule"] == "node_risk"]
+    assert entry["decision"] == "drain_migrate" and "no other node is up" in entry["action"]
+    assert "(telemetry predictor: " in entry["detection"] and "ecc_6h=" in entry["detection"]
+    assert entry["detected_at"] <= entry["acted_at"]
+    metrics = httpx.get(svc.url + "/metrics", timeout=30).text
+    assert 'wanka_node_telemetry{metric="gpu0_temp_C",node="local"} 74.0' in metrics
+    api(svc, "POST", "/v1/nodes/local/undrain")  # repaired: the precursors are history now
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded" and job["attempt"] == 2 and job["restarts"] == 1
+    assert job["result"]["params_sha256"] == clean_sha
+
+
+@pytest.mark.timeout(900)
+def test_straggler_and_throughput_rules_alert(service_factory, corpus_dir, clean_sha, tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("straggler: {min_events: 3, action: alert}\nthroughput: {below_pct: 50, min_steps: 3}\n")
+    fast = cluster_file(tmp_path / "fast.json", 1e6)
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules)
+    svc.extra_args = ["--cluster", str(fast)]
+    svc.start()
+    ckpt = tmp_path / "job"
+    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=[f"slow@step={s},rank=1" for s in (4, 5, 6)]))
+    assert job["predicted_tokens_per_s"] > 1e5  # the planner on the absurd spec
+    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    assert job["state"] == "succeeded" and job["attempt"] == 1, job
+    assert job["result"]["params_sha256"] == clean_sha  # alerts only: the run is untouched
+    [straggler] = [a for a in job["audit"] if a["rule"] == "straggler"]
+    assert straggler["decision"] == "alert" and "rank(s) [1]" in straggler["detection"]
+    assert straggler["detection"].startswith("3 straggler events in attempt 1")
+    [slow_run] = [a for a in job["audit"] if a["rule"] == "throughput"]
+    assert slow_run["decision"] == "alert" and "(1 - 50%) x predicted" in slow_run["detection"]
+
+    # the same measured run judged in-process against both specs: the absurdly slow one must not fire
+    store = Store(open_db(f"sqlite:///{tmp_path / 'judge.db'}")[1])
+    store.ensure_node("local", 2)
+    sup = Supervisor(store, load_rules(rules))
+    spec = parse_job_spec({k: v for k, v in job_body(corpus_dir, ckpt).items() if k != "inject"})
+    slow_spec = cluster_file(tmp_path / "slow.json", 1e-6)
+    for source, fires in ((fast, True), (slow_spec, False)):
+        judged = store.submit(spec, "admin", predicted_tokens_per_s=predict_tokens_per_s(str(source), spec))
+        judged = store.update_job(judged["id"], state="running", attempt=1, proc_start=1.0)
+        sup._check_throughput(judged, time.time())
+        assert [a["rule"] for a in store.audit_log(judged["id"])] == (["throughput"] if fires else []), source

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from wanka.control.local_backend import log_path
 from wanka.control.store import Store
 from wanka.control.supervisor import Supervisor
+from wanka.control.telemetry_store import TelemetryStore, check_samples
 from wanka.errors import SpecError, from_pydantic
 
 
@@ -36,6 +37,7 @@ class RiskReport(BaseModel):
 
 def create_app(store: Store, supervisor: Supervisor) -> FastAPI:
     app = FastAPI(title="wanka control", version="1")
+    telemetry = TelemetryStore(store.sessions)
 
     @app.exception_handler(SpecError)
     async def _spec_error(request: Request, exc: SpecError):
@@ -81,7 +83,7 @@ def create_app(store: Store, supervisor: Supervisor) -> FastAPI:
         spec = parse_job_spec(body)
         if spec.nproc > supervisor.capacity:
             raise SpecError("nproc", f"at most the inventory's {supervisor.capacity} slots", spec.nproc)
-        return store.submit(spec, owner=who[0])
+        return store.submit(spec, owner=who[0], predicted_tokens_per_s=supervisor.predict_tokens_per_s(spec))
 
     @app.get("/v1/jobs")
     def jobs(who: tuple[str, str] = Depends(caller)) -> list[dict]:
@@ -122,12 +124,26 @@ def create_app(store: Store, supervisor: Supervisor) -> FastAPI:
 
     @app.post("/v1/nodes/{name}/undrain")
     def undrain(name: str, who: tuple[str, str] = Depends(admin)) -> dict:
-        return store.set_node(name, state="up", risk=None)  # a repaired node starts with no risk on record
+        # a repaired node starts with no risk on record, and its telemetry history starts now (risk.py)
+        return store.set_node(name, state="up", risk=None, predicted_risk=None, risk_detail=None, health_since=time.time())
 
     @app.post("/v1/nodes/{name}/risk")
     def report_risk(name: str, body: RiskReport, who: tuple[str, str] = Depends(admin)) -> dict:
         """A telemetry agent reports the node's failure risk; the supervisor's node_risk rule acts on it."""
         return store.set_node(name, risk=body.risk)
+
+    @app.post("/v1/nodes/{name}/telemetry", status_code=201)
+    def add_telemetry(name: str, body: dict[str, Any], who: tuple[str, str] = Depends(admin)) -> dict:
+        """A node agent's samples: {"samples": [{"ts": EPOCH_S, "metrics": {NAME: VALUE}}]} (agent.py)."""
+        if set(body) != {"samples"}:
+            raise SpecError("samples", "a body {\"samples\": [...]} and nothing else", sorted(body))
+        return {"node": name, "stored": telemetry.add(name, check_samples(body["samples"], time.time()))}
+
+    @app.get("/v1/nodes/{name}/telemetry")
+    def get_telemetry(name: str, since: float = 0.0, who: tuple[str, str] = Depends(caller)) -> dict:
+        if name not in {n["name"] for n in store.nodes()}:
+            raise HTTPException(404, f"node: no node {name}")
+        return {"node": name, "series": telemetry.series(name, since)}
 
     @app.post("/v1/tokens", status_code=201)
     def add_token(body: TokenRequest, who: tuple[str, str] = Depends(admin)) -> dict:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -23,8 +25,8 @@ DEFAULT_STATE = "runs/control"
 
 def register(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("control", help="the operations plane: a service that runs, watches and recovers jobs")
-    csub = c.add_subparsers(dest="control_command", metavar="{up,submit,list,show,cancel,logs,drain,undrain,token,rules}")
-    c.set_defaults(func=needs_subcommand("up, submit, list, show, cancel, logs, drain, undrain, token, rules",
+    csub = c.add_subparsers(dest="control_command", metavar="{up,agent,submit,list,show,cancel,logs,drain,undrain,token,rules}")
+    c.set_defaults(func=needs_subcommand("up, agent, submit, list, show, cancel, logs, drain, undrain, token, rules",
                                          "wanka control up"))
 
     up = csub.add_parser("up", help="run the service (API + supervisor) in the foreground")
@@ -38,6 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--poll", type=float, default=0.5, help="seconds between supervisor passes")
     up.add_argument("--backend", default="local", help="local | slurm | k8s: where launches run (docs/control.md)")
     up.add_argument("--partition", help="slurm: the partition whose nodes wanka schedules on (default: all)")
+    up.add_argument("--cluster", help="this node's hardware as a cluster preset or spec file: the planner's "
+                    "predicted tokens/s for each job (throughput rule)")
+    up.add_argument("--agent-period", type=float, default=10.0, help="seconds between the in-process agent's "
+                    "samples of this node (0: none)")
+    up.add_argument("--telemetry-retention-h", type=float, default=48.0, help="hours of telemetry kept")
     up.set_defaults(func=cmd_up)
 
     def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -47,6 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--state-dir", default=DEFAULT_STATE)
         json_flag(p)
         return p
+
+    ag = client(csub.add_parser("agent", help="sample a node's health (psutil, NVML) and post it to the service"))
+    ag.add_argument("--node", required=True, help="the node's name in the service's inventory")
+    ag.add_argument("--period", type=float, default=10.0, help="seconds between samples")
+    ag.add_argument("--count", type=int, help="stop after this many samples (default: run until stopped)")
+    ag.set_defaults(func=cmd_agent)
 
     s = client(csub.add_parser("submit", help="queue a training job"))
     s.add_argument("--model", default="tiny")
@@ -91,9 +104,32 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_up(args):
     from wanka.control.service import serve
 
-    serve(args.db, args.host, args.port, args.slots, Path(args.state_dir), args.rules, args.poll, args.backend,
-          args.partition)
+    serve(args.db, args.host, args.port, args.slots, Path(args.state_dir), args.rules, args.poll,
+          backend_name=args.backend, partition=args.partition, cluster=args.cluster,
+          agent_period_s=args.agent_period, telemetry_retention_h=args.telemetry_retention_h)
     return 0
+
+
+def cmd_agent(args):
+    import threading
+
+    from wanka.control.agent import Agent
+
+    if args.period <= 0:
+        raise SpecError("period", "seconds > 0", args.period)
+    if args.count is not None and args.count < 1:
+        raise SpecError("count", "an integer >= 1", args.count)
+    sent = []
+    agent = Agent(lambda samples: sent.append(_call(args, "POST", f"/v1/nodes/{args.node}/telemetry", {"samples": samples})),
+                  args.period, on_error=lambda exc: sys.stderr.write(f"wanka control agent: {exc}\n"))
+    if args.count is None:
+        agent.run(threading.Event())  # until interrupted; a failing post ends it with its one-line error
+    for i in range(args.count or 0):
+        agent.once()
+        if i + 1 < args.count:
+            time.sleep(args.period)
+    out = {"node": args.node, "samples": agent.sent, "stored": sum(r["stored"] for r in sent)}
+    return out, lambda con: con.print(f"node {args.node}: {agent.sent} sample(s) posted, {out['stored']} values stored")
 
 
 def _call(args, method: str, path: str, body: dict | None = None, params: dict | None = None):

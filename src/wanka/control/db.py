@@ -43,6 +43,9 @@ class JobRow(Base):
     restarts: Mapped[int] = mapped_column(Integer, default=0)  # launches made by a recovery action
     lr_scale: Mapped[float] = mapped_column(Float, default=1.0)  # the control plane's LR cut (loss_spike rule)
     spikes_seen: Mapped[int] = mapped_column(Integer, default=0)  # the trainer's loss_spike events audited so far
+    predicted_tokens_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)  # wanka.plan at submit
+    straggler_alerted_attempt: Mapped[int] = mapped_column(Integer, default=0)  # the straggler rule fired in this launch
+    throughput_alerted_attempt: Mapped[int] = mapped_column(Integer, default=0)  # the throughput rule fired in this launch
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     pgid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     proc_start: Mapped[float | None] = mapped_column(Float, nullable=True)  # the pid's create time (pid reuse guard)
@@ -64,7 +67,10 @@ class NodeRow(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     slots: Mapped[int] = mapped_column(Integer)  # ranks this node runs at once (GPUs; CPU processes here)
     state: Mapped[str] = mapped_column(String(16), default="up")  # up | drained
-    risk: Mapped[float | None] = mapped_column(Float, nullable=True)
+    risk: Mapped[float | None] = mapped_column(Float, nullable=True)  # as reported (POST /v1/nodes/NAME/risk)
+    predicted_risk: Mapped[float | None] = mapped_column(Float, nullable=True)  # the telemetry predictor's (risk.py)
+    risk_detail: Mapped[str | None] = mapped_column(Text, nullable=True)  # the features behind predicted_risk
+    health_since: Mapped[float | None] = mapped_column(Float, nullable=True)  # telemetry before this is history (undrain)
     updated_at: Mapped[float] = mapped_column(Float, default=time.time)
 
     def to_dict(self) -> dict:
@@ -88,6 +94,17 @@ class AuditRow(Base):
 
     def to_dict(self) -> dict:
         return {c.name: getattr(self, c.name) for c in self.__table__.columns}
+
+
+class TelemetryRow(Base):
+    """One sample of one node metric (agent.py names the metrics); kept for the service's retention."""
+
+    __tablename__ = "telemetry"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node: Mapped[str] = mapped_column(String(64))
+    ts: Mapped[float] = mapped_column(Float)  # seconds since the epoch, as sampled
+    metric: Mapped[str] = mapped_column(String(64))
+    value: Mapped[float] = mapped_column(Float)
 
 
 class TokenRow(Base):

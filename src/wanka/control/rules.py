@@ -42,6 +42,18 @@ class LossSpikeRule(_Strict):
 
 class NodeRiskRule(_Strict):
     threshold: float = Field(default=0.5, gt=0, lt=1)
+    score_every_s: float = Field(default=15.0, gt=0)  # how often the telemetry predictor scores the nodes (risk.py)
+
+
+class StragglerRule(_Strict):
+    min_events: int = Field(default=3, ge=1)  # the trainer's straggler events in one launch before acting
+    action: Literal["alert", "restart"] = "alert"
+
+
+class ThroughputRule(_Strict):
+    below_pct: float = Field(default=50.0, gt=0, lt=100)  # measured < (1 - below_pct/100) x predicted
+    min_steps: int = Field(default=5, ge=1)  # steps of a launch measured before judging (median of these)
+    action: Literal["alert"] = "alert"
 
 
 class Rules(_Strict):
@@ -49,6 +61,8 @@ class Rules(_Strict):
     hang: HangRule = HangRule()
     loss_spike: LossSpikeRule = LossSpikeRule()
     node_risk: NodeRiskRule = NodeRiskRule()
+    straggler: StragglerRule = StragglerRule()
+    throughput: ThroughputRule = ThroughputRule()
 
 
 def load_rules(path: str | Path | None = None) -> Rules:
@@ -60,7 +74,7 @@ def load_rules(path: str | Path | None = None) -> Rules:
     except yaml.YAMLError as exc:
         raise SpecError("rules", "valid YAML", f"{path}: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
-        raise SpecError("rules", "a mapping of rule names (dead_rank, hang, loss_spike, node_risk)", type(data).__name__, source=str(path))
+        raise SpecError("rules", "a mapping of rule names (dead_rank, hang, loss_spike, node_risk, straggler, throughput)", type(data).__name__, source=str(path))
     try:
         return Rules(**data)
     except ValidationError as exc:
@@ -88,6 +102,16 @@ def prometheus_rules(rules: Rules) -> str:
          "expr": f"wanka_control_node_risk > {rules.node_risk.threshold}",
          "labels": {"severity": "critical", "action": "drain_migrate"},
          "annotations": {"summary": "node {{ $labels.node }} failure risk {{ $value }}"}},
+        {"alert": "WankaStraggler",
+         "expr": f"wanka_control_job_straggler_events >= {rules.straggler.min_events}",
+         "labels": {"severity": "warning", "action": rules.straggler.action},
+         "annotations": {"summary": "job {{ $labels.job_id }}: {{ $value }} straggler events in this launch"}},
+        {"alert": "WankaThroughputBelowPlan",
+         "expr": (f"wanka_control_job_tokens_per_s < {1 - rules.throughput.below_pct / 100:g} * "
+                  "wanka_control_job_predicted_tokens_per_s"),
+         "labels": {"severity": "warning", "action": rules.throughput.action},
+         "annotations": {"summary": "job {{ $labels.job_id }} runs at {{ $value }} tokens/s, below the planner's "
+                                    "prediction"}},
         {"alert": "WankaJobRestartsExhausted",
          "expr": f"wanka_control_job_restarts >= {rules.dead_rank.max_restarts}",
          "labels": {"severity": "critical"},

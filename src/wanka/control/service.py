@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 from wanka.errors import SpecError
@@ -20,7 +21,8 @@ def admin_token_path(state_dir: Path) -> Path:
 
 
 def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path, rules_path: str | None,
-          poll_s: float = 0.5, backend_name: str = "local", partition: str | None = None) -> None:
+          poll_s: float = 0.5, backend_name: str = "local", partition: str | None = None,
+          cluster: str | None = None, agent_period_s: float = 10.0, telemetry_retention_h: float = 48.0) -> None:
     import uvicorn
 
     from wanka.control.api import create_app
@@ -38,6 +40,14 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
         raise SpecError("poll", "seconds > 0", poll_s)
     if partition is not None and backend_name != "slurm":
         raise SpecError("partition", "only with --backend slurm", partition)
+    if agent_period_s < 0:
+        raise SpecError("agent-period", "seconds >= 0 (0: no in-process agent)", agent_period_s)
+    if telemetry_retention_h < 25:  # the predictor reads 24 h of counter growth (risk.py)
+        raise SpecError("telemetry-retention-h", "hours >= 25", telemetry_retention_h)
+    if cluster is not None:
+        from wanka.control.throughput import load_node_cluster
+
+        load_node_cluster(cluster)
     rules = load_rules(rules_path)
     backend = make_backend(backend_name, **({"partition": partition} if backend_name == "slurm" else {}))
     inventory = backend.nodes() or [("local", slots)]  # None: this machine
@@ -56,12 +66,14 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
         sys.stderr.write(f"wanka control: admin token written to {path}\n")
-    supervisor = Supervisor(store, rules, backend)
+    supervisor = Supervisor(store, rules, backend, cluster_source=cluster)
     adopted = supervisor.recover()
     sys.stderr.write(f"wanka control: re-adopted {len(adopted)} running job(s)\n")
     stop = threading.Event()
     thread = threading.Thread(target=supervisor.run, args=(stop, poll_s), name="supervisor", daemon=True)
     thread.start()
+    local_agent_s = agent_period_s if backend_name == "local" else 0.0  # elsewhere `wanka control agent` runs on each node
+    threads = [thread, *start_telemetry(store, rules, stop, local_agent_s, telemetry_retention_h * 3600.0)]
     app = create_app(store, supervisor)
     sys.stderr.write(f"wanka control: {backend_name} backend, nodes {', '.join(n for n, _ in inventory)}\n")
     sys.stderr.write(f"wanka control: serving on http://{host}:{port}\n")
@@ -70,7 +82,8 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         stop.set()
-        thread.join(timeout=30)
+        for t in threads:
+            t.join(timeout=30)
 
 
 def check_backend_matches(store, backend_name: str, node_names: list[str]) -> None:
@@ -83,3 +96,21 @@ def check_backend_matches(store, backend_name: str, node_names: list[str]) -> No
     for job in store.active_jobs():
         if job["backend"] not in (None, backend_name):
             raise SpecError("backend", f"{job['backend']}: the backend that launched running job {job['id']}")
+
+
+def start_telemetry(store, rules, stop: threading.Event, agent_period_s: float, retention_s: float) -> list[threading.Thread]:
+    """The in-process agent for the `local` node (writing to the DB directly) and the risk scorer."""
+    from wanka.control.agent import Agent
+    from wanka.control.risk import NodeScorer
+    from wanka.control.telemetry_store import TelemetryStore, check_samples
+
+    telemetry = TelemetryStore(store.sessions)
+    threads = [threading.Thread(target=NodeScorer(store, telemetry, rules.node_risk.score_every_s, retention_s).run,
+                                args=(stop,), name="risk-scorer", daemon=True)]
+    if agent_period_s > 0:
+        agent = Agent(lambda samples: telemetry.add("local", check_samples(samples, time.time())), agent_period_s,
+                      on_error=lambda exc: sys.stderr.write(f"wanka control: local agent: {exc}\n"))
+        threads.append(threading.Thread(target=agent.run, args=(stop,), name="local-agent", daemon=True))
+    for t in threads:
+        t.start()
+    return threads

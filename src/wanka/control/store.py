@@ -66,11 +66,12 @@ class Store:
             return row.to_dict()
 
     # ---- jobs --------------------------------------------------------------------------------
-    def submit(self, spec: JobSpec, owner: str) -> dict:
+    def submit(self, spec: JobSpec, owner: str, predicted_tokens_per_s: float | None = None) -> dict:
         with self.sessions.begin() as s:
             row = JobRow(owner=owner, model=spec.model, layout=spec.layout, nproc=spec.nproc, steps=spec.steps,
                          ckpt=spec.ckpt, priority=spec.priority, train_args=spec.train_args(), state="queued",
-                         attempt=0, restarts=0, lr_scale=1.0, cancel_requested=False, created_at=time.time())
+                         attempt=0, restarts=0, lr_scale=1.0, cancel_requested=False, created_at=time.time(),
+                         predicted_tokens_per_s=predicted_tokens_per_s)
             s.add(row)
             s.flush()
             return row.to_dict()

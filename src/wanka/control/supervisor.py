@@ -22,7 +22,7 @@ from wanka.control.backend import Backend, BackendError, log_path
 from wanka.control.rules import Rules
 from wanka.control.spec import train_command
 from wanka.control.store import Store
-from wanka.control.watch import last_error, newest_checkpoint_step, progress, spike_events
+from wanka.control.watch import last_error, newest_checkpoint_step, progress, recent_tokens_per_s, spike_events, straggler_events
 from wanka.sched import Job, Scheduler, Start
 
 
@@ -36,22 +36,34 @@ def inventory_cluster(nodes: list[dict]) -> Cluster:
     return Cluster(spec)
 
 
+def node_risk(node: dict) -> float:
+    """The risk the node_risk rule acts on: the larger of the reported and the telemetry predictor's."""
+    return max(node["risk"] or 0.0, node["predicted_risk"] or 0.0)
+
+
 class Supervisor:
-    def __init__(self, store: Store, rules: Rules, backend: Backend | None = None):
+    def __init__(self, store: Store, rules: Rules, backend: Backend | None = None, cluster_source: str | None = None):
         from wanka.control.local_backend import LocalBackend
 
         self.store, self.rules = store, rules
+        self.cluster_source = cluster_source  # the node's hardware as a cluster spec, for throughput predictions
         self.backend = backend or LocalBackend()
         nodes = store.nodes()
         self.node_names = [n["name"] for n in nodes]
         self.cluster = inventory_cluster(nodes)
         self.sched = Scheduler(self.cluster, queue="priority", backfill=False, preemption=False, borrowing=False)
-        self.counters = {"rank_exits": 0, "hangs": 0, "launches": 0, "adopted": 0, "loss_spikes": 0}
+        self.counters = {"rank_exits": 0, "hangs": 0, "launches": 0, "adopted": 0, "loss_spikes": 0, "stragglers": 0,
+                         "throughput_alerts": 0}
         self._lock = threading.Lock()
 
     @property
     def capacity(self) -> int:
         return self.cluster.gpus
+
+    def predict_tokens_per_s(self, spec) -> float | None:
+        from wanka.control.throughput import predict_tokens_per_s
+
+        return predict_tokens_per_s(self.cluster_source, spec) if self.cluster_source else None
 
     # ---- start-up ----------------------------------------------------------------------------
     def recover(self) -> list[dict]:
@@ -115,7 +127,7 @@ class Supervisor:
 
     def _sync_nodes(self) -> None:
         for i, node in enumerate(self.store.nodes()):
-            if node["state"] == "up" and node["risk"] is not None and node["risk"] > self.rules.node_risk.threshold:
+            if node["state"] == "up" and node_risk(node) > self.rules.node_risk.threshold:
                 self._drain_and_migrate(i, node)
                 node = {**node, "state": "drained"}
             drained = node["state"] == "drained"
@@ -168,6 +180,10 @@ class Supervisor:
             started = self.backend.started_at(job)
             if started is not None and not self._check_hang(job, now, started):  # None: queued in the backend
                 self._check_spikes(job, now)
+                job = self.store.job(job["id"])
+                if job["state"] == "running":
+                    self._check_stragglers(job, now)
+                    self._check_throughput(job, now)
             return
         code = self.backend.exit_code(job)
         result_file = Path(job["ckpt"]) / "result.json"
@@ -223,6 +239,48 @@ class Supervisor:
         self._recover_or_fail(self.store.job(job["id"]), now, "loss_spike", detection, True,
                               note=f" with lr x{lr_scale:g}")
 
+    def _check_stragglers(self, job: dict, now: float) -> None:
+        """The trainer's straggler events of this launch; at min_events: audit, and restart if told to."""
+        rule = self.rules.straggler
+        if job["straggler_alerted_attempt"] == job["attempt"]:
+            return
+        events = [e for e in straggler_events(job["ckpt"]) if e.get("time", 0) >= (job["proc_start"] or now)]
+        if len(events) < rule.min_events:
+            return
+        self.counters["stragglers"] += 1
+        self.store.update_job(job["id"], straggler_alerted_attempt=job["attempt"])
+        ranks = sorted({r for e in events for r in e.get("ranks", [])})
+        last = events[-1]
+        detection = (f"{len(events)} straggler events in attempt {job['attempt']} (>= {rule.min_events}): rank(s) "
+                     f"{ranks}, last at step {last.get('step')} busy_s {[round(b, 3) for b in last.get('busy_s', [])]}")
+        if rule.action == "alert":
+            self.store.audit(rule="straggler", detection=detection, decision="alert", action="none (alert only)",
+                             reason="straggler rule, action alert", detected_at=last.get("time", now),
+                             job_id=job["id"], node=job["node"])
+            return
+        stopped = self.backend.stop(job["id"], job["attempt"], graceful_s=0)
+        self._recover_or_fail(job, now, "straggler", detection + f"; killed {stopped} process(es)", True)
+
+    def _check_throughput(self, job: dict, now: float) -> None:
+        """Measured tokens/s (median of the last min_steps steps) against the planner's prediction."""
+        rule = self.rules.throughput
+        predicted = job["predicted_tokens_per_s"]
+        if predicted is None or job["throughput_alerted_attempt"] == job["attempt"]:
+            return
+        p = progress(job["ckpt"])
+        measured = recent_tokens_per_s(job["ckpt"], rule.min_steps)
+        if measured is None or p.last_step_at is None or p.last_step_at < (job["proc_start"] or now):
+            return
+        floor = (1 - rule.below_pct / 100) * predicted
+        if measured[0] >= floor:
+            return
+        self.counters["throughput_alerts"] += 1
+        self.store.update_job(job["id"], throughput_alerted_attempt=job["attempt"])
+        self.store.audit(rule="throughput", detection=f"measured {measured[0]:.4g} tokens/s (median of the last "
+                         f"{measured[1]} steps) < {floor:.4g} = (1 - {rule.below_pct:g}%) x predicted {predicted:.4g}",
+                         decision="alert", action="none (alert only)", reason="throughput rule, action alert",
+                         detected_at=now, job_id=job["id"], node=job["node"])
+
     def _drain_and_migrate(self, index: int, node: dict) -> None:
         """Drain a risky node; each job there stops and queues again, to restart from its newest checkpoint."""
         now = time.time()
@@ -240,8 +298,10 @@ class Supervisor:
         where = ("it restarts from its newest checkpoint on another node" if spare
                  else "no other node is up: it waits for one, then restarts from its newest checkpoint")
         for job_id in moved or [None]:
-            self.store.audit(rule="node_risk", detection=f"node {node['name']} risk {node['risk']:.3f} > "
-                             f"{self.rules.node_risk.threshold}", decision="drain_migrate",
+            predicted = (node["predicted_risk"] or 0.0) > (node["risk"] or 0.0)
+            source = f" (telemetry predictor: {node['risk_detail']})" if predicted else ""
+            self.store.audit(rule="node_risk", detection=f"node {node['name']} risk {node_risk(node):.3f} > "
+                             f"{self.rules.node_risk.threshold}{source}", decision="drain_migrate",
                              action=f"drained {node['name']}" + (f"; stopped and requeued job {job_id} ({where})" if job_id else ""),
                              reason="node_risk rule", detected_at=now, job_id=job_id, node=node["name"])
         self._tell_backend(self.backend.drain, node["name"], f"wanka control: drained (risk {node['risk']:.3f})")

@@ -72,16 +72,42 @@ def newest_checkpoint_step(ckpt: str) -> int | None:
 
 def spike_events(ckpt: str) -> list[dict]:
     """The trainer's loss_spike events (events.jsonl, rank 0; one per in-process rollback), oldest first."""
+    return trainer_events(ckpt, "loss_spike")
+
+
+def straggler_events(ckpt: str) -> list[dict]:
+    """The trainer's straggler events (one per step with a rank whose busy time > straggler_factor x the
+    other ranks' median; src/wanka/train/fault.py `stragglers`), oldest first."""
+    return trainer_events(ckpt, "straggler")
+
+
+def recent_tokens_per_s(ckpt: str, steps: int) -> tuple[float, int] | None:
+    """(median tokens/s, steps) over the last `steps` lines of metrics.jsonl; None with fewer lines."""
+    values = []
+    for line in _tail(Path(ckpt) / "metrics.jsonl").splitlines()[-steps:]:
+        try:
+            v = json.loads(line).get("tokens_per_s")
+        except json.JSONDecodeError:
+            continue
+        if isinstance(v, (int, float)):
+            values.append(float(v))
+    return (statistics.median(values), len(values)) if len(values) >= steps else None
+
+
+def trainer_events(ckpt: str, kind: str) -> list[dict]:
+    """The trainer's events of one kind (events.jsonl, rank 0), oldest first."""
     out = []
     try:
         with open(Path(ckpt) / "events.jsonl") as f:
             for line in f:
-                if '"loss_spike"' not in line:
+                if f'"{kind}"' not in line:
                     continue
                 try:
-                    out.append(json.loads(line))
+                    event = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line being written
+                if event.get("event") == kind:
+                    out.append(event)
     except OSError:
         pass
     return out
