@@ -59,6 +59,17 @@ def wait_job(svc, job_id, states, timeout_s=420):
         time.sleep(0.3)
 
 
+def wait_audit(svc, job_id, rule, timeout_s=120):
+    """Poll the job's audit log until it holds a `rule` row (bounded): the row follows the action it records."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rows = [a for a in api(svc, "GET", f"/v1/jobs/{job_id}")["audit"] if a["rule"] == rule]
+        if rows:
+            return rows
+        assert time.monotonic() < deadline, f"job {job_id}: no {rule} audit row"
+        time.sleep(0.3)
+
+
 def wait_step(ckpt, step, timeout_s=300):
     """Poll the trainer's metrics.jsonl until rank 0 has logged `step` (bounded)."""
     deadline = time.monotonic() + timeout_s
@@ -131,7 +142,8 @@ def test_hung_rank_is_killed_and_restarted(service_factory, corpus_dir, clean_sh
     assert hangs and all(h["decision"] == "restart" and "killed" in h["detection"] for h in hangs), hangs
     real = [h for h in hangs if "no step after step 5 " in h["detection"]]
     assert len(real) == 1 and real[0]["action"].endswith("from checkpoint step 3"), hangs
-    assert job["restarts"] == len(hangs)
+    # every restart is audited (under heavy load a relaunch can also die in start-up and restart as a dead rank)
+    assert job["restarts"] == sum(a["decision"] == "restart" for a in job["audit"]) >= len(hangs)
     assert all(launch_processes(job["id"], a) == [] for a in range(1, job["attempt"]))
 
 
@@ -219,7 +231,7 @@ def test_risky_node_is_drained_and_its_job_migrated(service_factory, corpus_dir,
     assert moved["state"] == "queued", moved  # stopped mid-run; waits: the only node is drained
     assert api(svc, "GET", "/v1/nodes")[0]["state"] == "drained"
     assert launch_processes(job["id"], 1) == []
-    [entry] = [a for a in moved["audit"] if a["rule"] == "node_risk"]  # the slow steps may also raise a straggler alert
+    [entry] = wait_audit(svc, job["id"], "node_risk")  # the slow steps may also raise a straggler alert
     assert entry["decision"] == "drain_migrate"
     assert entry["detection"] == "node local risk 0.900 > 0.5" and "no other node is up" in entry["action"]
     api(svc, "POST", "/v1/nodes/local/undrain")
@@ -267,7 +279,7 @@ def test_node_failing_by_telemetry_is_drained_and_its_job_migrated(service_facto
     assert moved["state"] == "queued", moved  # stopped mid-run; waits: the only node is drained
     node = api(svc, "GET", "/v1/nodes")[0]
     assert node["state"] == "drained" and node["predicted_risk"] > 0.5 and node["risk"] is None
-    [entry] = [a for a in moved["audit"] if a["rule"] == "node_risk"]
+    [entry] = wait_audit(svc, job["id"], "node_risk")
     assert entry["decision"] == "drain_migrate" and "no other node is up" in entry["action"]
     assert "(telemetry predictor: " in entry["detection"] and "ecc_6h=" in entry["detection"]
     assert entry["detected_at"] <= entry["acted_at"]

@@ -104,9 +104,14 @@ class LocalBackend:
             _, procs_left = psutil.wait_procs(procs, timeout=graceful_s)
         else:
             procs_left = procs
-        for p in procs_left:
-            _signal(p, signal.SIGKILL)
-        psutil.wait_procs(procs_left, timeout=30)
+        for _ in range(5):  # a process forked after the scan (a leader's last command, a worker spawning) is scanned again
+            for p in procs_left:
+                _signal(p, signal.SIGKILL)
+            psutil.wait_procs(procs_left, timeout=30)
+            procs_left = [p for p in self.find(job["id"], job["attempt"]) if p.pid not in {q.pid for q in procs}]
+            if not procs_left:
+                break
+            procs += procs_left
         for pid in [pid for pid, c in self._children.items() if c.poll() is not None]:
             del self._children[pid]
         return f"{len(procs)} process(es)"

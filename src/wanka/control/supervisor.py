@@ -304,7 +304,7 @@ class Supervisor:
                              f"{self.rules.node_risk.threshold}{source}", decision="drain_migrate",
                              action=f"drained {node['name']}" + (f"; stopped and requeued job {job_id} ({where})" if job_id else ""),
                              reason="node_risk rule", detected_at=now, job_id=job_id, node=node["name"])
-        self._tell_backend(self.backend.drain, node["name"], f"wanka control: drained (risk {node['risk']:.3f})")
+        self._tell_backend(self.backend.drain, node["name"], f"wanka control: drained (risk {node_risk(node):.3f})")
 
     def _recover_or_fail(self, job: dict, now: float, rule: str, detection: str, restart: bool, note: str = "") -> None:
         limit = self.rules.dead_rank.max_restarts
