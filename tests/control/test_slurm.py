@@ -79,7 +79,7 @@ def test_a_failing_squeue_is_not_a_dead_job(tmp_path, capfd):
 @pytest.mark.parametrize("args, env, line", [
     (("--backend", "pbs"), {}, "backend: expected local | slurm | k8s, got 'pbs'"),
     (("--partition", "p"), {}, "partition: expected only with --backend slurm, got 'p'"),
-    (("--backend", "k8s"), {"PATH": "/nonexistent"}, "backend: expected k8s: kubectl and a cluster serving JobSets "
+    (("--backend", "k8s", "--k8s-image", "wanka:1", "--k8s-volume", "ckpt"), {"PATH": "/nonexistent"}, "backend: expected k8s: kubectl and a cluster serving JobSets "
                                                      "(kubectl not found on PATH)"),
     (("--backend", "slurm"), {"SLURM_CONF": None}, "backend: expected slurm: "),
 ])

@@ -40,6 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--poll", type=float, default=0.5, help="seconds between supervisor passes")
     up.add_argument("--backend", default="local", help="local | slurm | k8s: where launches run (docs/control.md)")
     up.add_argument("--partition", help="slurm: the partition whose nodes wanka schedules on (default: all)")
+    up.add_argument("--k8s-image", help="k8s: the container image the pods run (wanka installed at the service's paths)")
+    up.add_argument("--k8s-namespace", help="k8s: the namespace of the JobSets (default: default)")
+    up.add_argument("--k8s-volume", help="k8s: the PersistentVolumeClaim holding the checkpoint dirs")
+    up.add_argument("--k8s-mount-path", help="k8s: where pods mount --k8s-volume; this service must see the same "
+                    "filesystem there (default /shared)")
     up.add_argument("--cluster", help="this node's hardware as a cluster preset or spec file: the planner's "
                     "predicted tokens/s for each job (throughput rule)")
     up.add_argument("--agent-period", type=float, default=10.0, help="seconds between the in-process agent's "
@@ -106,7 +111,9 @@ def cmd_up(args):
 
     serve(args.db, args.host, args.port, args.slots, Path(args.state_dir), args.rules, args.poll,
           backend_name=args.backend, partition=args.partition, cluster=args.cluster,
-          agent_period_s=args.agent_period, telemetry_retention_h=args.telemetry_retention_h)
+          agent_period_s=args.agent_period, telemetry_retention_h=args.telemetry_retention_h,
+          k8s={"image": args.k8s_image, "namespace": args.k8s_namespace, "volume": args.k8s_volume,
+               "mount_path": args.k8s_mount_path})
     return 0
 
 

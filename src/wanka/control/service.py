@@ -22,7 +22,9 @@ def admin_token_path(state_dir: Path) -> Path:
 
 def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path, rules_path: str | None,
           poll_s: float = 0.5, backend_name: str = "local", partition: str | None = None,
-          cluster: str | None = None, agent_period_s: float = 10.0, telemetry_retention_h: float = 48.0) -> None:
+          cluster: str | None = None, agent_period_s: float = 10.0, telemetry_retention_h: float = 48.0,
+          k8s: dict | None = None) -> None:
+    """`k8s`: the --k8s-* options (image, namespace, volume, mount_path) of `--backend k8s`."""
     import uvicorn
 
     from wanka.control.api import create_app
@@ -40,6 +42,9 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
         raise SpecError("poll", "seconds > 0", poll_s)
     if partition is not None and backend_name != "slurm":
         raise SpecError("partition", "only with --backend slurm", partition)
+    for key, value in (k8s or {}).items():
+        if value is not None and backend_name != "k8s":
+            raise SpecError(f"k8s-{key.replace('_', '-')}", "only with --backend k8s", value)
     if agent_period_s < 0:
         raise SpecError("agent-period", "seconds >= 0 (0: no in-process agent)", agent_period_s)
     if telemetry_retention_h < 25:  # the predictor reads 24 h of counter growth (risk.py)
@@ -49,7 +54,8 @@ def serve(db_url: str | None, host: str, port: int, slots: int, state_dir: Path,
 
         load_node_cluster(cluster)
     rules = load_rules(rules_path)
-    backend = make_backend(backend_name, **({"partition": partition} if backend_name == "slurm" else {}))
+    options = {"slurm": {"partition": partition}, "k8s": k8s or {}}.get(backend_name, {})
+    backend = make_backend(backend_name, **options)
     inventory = backend.nodes() or [("local", slots)]  # None: this machine
     if len({n for _, n in inventory}) > 1:
         raise SpecError("backend", f"{backend_name}: nodes of one size (slots per node: {dict(inventory)})")

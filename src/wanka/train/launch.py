@@ -11,9 +11,10 @@ names a node label (kueue.x-k8s.io/podset-preferred-topology).
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
+
+import yaml
 
 from wanka.errors import SpecError
 
@@ -49,55 +50,71 @@ def slurm_script(name: str, nodes: int, gpus_per_node: int, train_args: str, swi
     return "\n".join(lines)
 
 
+def jobset(name: str, nodes: int, command: list[str], image: str, gpus_per_node: int = 0,
+           cpus_per_node: int | None = None, topology: str | None = None, queue: str | None = None,
+           pvc: str | None = None, mount_path: str = "/shared", max_restarts: int = 3,
+           labels: dict[str, str] | None = None, env: dict[str, str] | None = None,
+           node: str | None = None) -> dict:
+    """The one definition of wanka's JobSet (jobset.x-k8s.io/v1alpha2), as a dict: one replicated Job
+    `trainer` of `nodes` indexed pods (pod i is "{name}-trainer-0-i"), restartPolicy Never and
+    backoffLimit 0 so a failed pod fails its Job, and `failurePolicy.maxRestarts` whole-JobSet
+    restarts (JobSet API: jobset/api/jobset/v1alpha2/jobset_types.go, FailurePolicy).
+
+    `pvc`: a PersistentVolumeClaim mounted at `mount_path` (data and checkpoints). /dev/shm is always
+    a memory-backed emptyDir: the container runtime's 64 MB default is too small for PyTorch's
+    data-loader workers and NCCL's shared-memory transport. `gpus_per_node` > 0 asks for
+    nvidia.com/gpu, else `cpus_per_node` CPUs. `node`: pin the pods to that node by name (a
+    required node affinity on metadata.name, how a DaemonSet pins its pods). `labels` go on the
+    JobSet and its pods, `env` into the container."""
+    resources = ({"limits": {"nvidia.com/gpu": gpus_per_node}} if gpus_per_node > 0
+                 else {"requests": {"cpu": str(cpus_per_node)}} if cpus_per_node else {})
+    container: dict = {"name": "trainer", "image": image, "command": list(command)}
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    if resources:
+        container["resources"] = resources
+    container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    if pvc:
+        container["volumeMounts"].append({"name": "shared", "mountPath": mount_path})
+        volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": pvc}})
+    pod_spec: dict = {"restartPolicy": "Never", "containers": [container], "volumes": volumes}
+    if node:
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                                 {"nodeSelectorTerms": [term]}}}
+    pod_meta: dict = {}
+    if labels:
+        pod_meta["labels"] = dict(labels)
+    if topology:
+        pod_meta["annotations"] = {"kueue.x-k8s.io/podset-preferred-topology": topology}
+    pod_template = ({"metadata": pod_meta} if pod_meta else {}) | {"spec": pod_spec}
+    meta_labels = dict(labels or {}) | ({"kueue.x-k8s.io/queue-name": queue} if queue else {})
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name} | ({"labels": meta_labels} if meta_labels else {}),
+        "spec": {
+            "failurePolicy": {"maxRestarts": max_restarts},
+            "network": {"enableDNSHostnames": True, "subdomain": name},
+            "replicatedJobs": [{"name": "trainer", "replicas": 1, "template": {"spec": {
+                "parallelism": nodes, "completions": nodes, "backoffLimit": 0, "completionMode": "Indexed",
+                "template": pod_template}}}],
+        },
+    }
+
+
+def to_yaml(manifest: dict) -> str:
+    return yaml.safe_dump(manifest, sort_keys=False, width=100_000)
+
+
 def jobset_manifest(name: str, nodes: int, gpus_per_node: int, train_args: str, image: str,
                     topology: str | None = None, queue: str | None = None, pvc: str | None = None) -> str:
-    """`pvc`: a PersistentVolumeClaim mounted at /shared (where --data-dir and --ckpt-dir live by
-    default). /dev/shm is always a memory-backed emptyDir: the container runtime's 64 MB default is
-    too small for PyTorch's data-loader workers and NCCL's shared-memory transport."""
+    """`wanka launch k8s`: torchrun on every pod, c10d rendezvous at pod 0's headless-service name."""
     endpoint = f"{name}-trainer-0-0.{name}:29500"
     cmd = _torchrun(nodes, gpus_per_node, endpoint, train_args).replace("$JOB_ID", name)
-    meta_labels = f"\n  labels:\n    kueue.x-k8s.io/queue-name: {queue}" if queue else ""
-    shared_mount = "\n              - name: shared\n                mountPath: /shared" if pvc else ""
-    shared_volume = (f"\n            - name: shared\n              persistentVolumeClaim:\n                claimName: {pvc}"
-                     if pvc else "")
-    topo = (f"\n          metadata:\n            annotations:\n              kueue.x-k8s.io/podset-preferred-topology: {topology}" if topology else "")
-    return f"""apiVersion: jobset.x-k8s.io/v1alpha2
-kind: JobSet
-metadata:
-  name: {name}{meta_labels}
-spec:
-  failurePolicy:
-    maxRestarts: 3
-  network:
-    enableDNSHostnames: true
-    subdomain: {name}
-  replicatedJobs:
-  - name: trainer
-    replicas: 1
-    template:
-      spec:
-        parallelism: {nodes}
-        completions: {nodes}
-        backoffLimit: 0
-        completionMode: Indexed
-        template:{topo}
-          spec:
-            restartPolicy: Never
-            containers:
-            - name: trainer
-              image: {image}
-              command: ["bash", "-c", {json.dumps(cmd)}]
-              resources:
-                limits:
-                  nvidia.com/gpu: {gpus_per_node}
-              volumeMounts:
-              - name: dshm
-                mountPath: /dev/shm{shared_mount}
-            volumes:
-            - name: dshm
-              emptyDir:
-                medium: Memory{shared_volume}
-"""
+    return to_yaml(jobset(name, nodes, ["bash", "-c", cmd], image, gpus_per_node=gpus_per_node,
+                          topology=topology, queue=queue, pvc=pvc))
 
 
 def check_launch(nodes: int, gpus_per_node: int, layout_gpus_ok, name: str = "wanka-train",
