@@ -4,17 +4,17 @@ A *launch* is one attempt of one job: `wanka train --max-restarts 0` run somewhe
 commits a launch as `launching` before `launch()` and as `running` with the returned `Launched`
 after; from then on it only asks the backend about that jobs row:
 
-| method | local (local_backend.py) | slurm (slurm_backend.py) |
-|---|---|---|
-| `launch` | `/bin/sh` leader in its own session | `sbatch` of `CKPT/control/attempt-N.sbatch` |
-| `alive` | leader pid runs (same start time) | `squeue` state pending/running, else `sacct` |
-| `started_at` | the leader's start time | `squeue` StartTime (None while pending) |
-| `exit_code` | `CKPT/control/attempt-N.exit` | that file, else `sacct` ExitCode |
-| `adopt` | processes tagged `JOB:ATTEMPT` | `squeue --name wanka-JOB-ATTEMPT` |
-| `stop` | SIGTERM/SIGKILL every tagged process | `scancel` (`--signal=KILL` for a hang) |
-| `drain`/`undrain` | nothing to tell | `scontrol update nodename=... state=drain/resume` |
+| method | local (local_backend.py) | slurm (slurm_backend.py) | k8s (k8s_backend.py) |
+|---|---|---|---|
+| `launch` | `/bin/sh` leader in its own session | `sbatch` of `CKPT/control/attempt-N.sbatch` | `kubectl apply` of a JobSet |
+| `alive` | leader pid runs (same start time) | `squeue` state pending/running, else `sacct` | `kubectl get jobset`: no Completed/Failed condition |
+| `started_at` | the leader's start time | `squeue` StartTime (None while pending) | first seen ready (None while pending) |
+| `exit_code` | `CKPT/control/attempt-N.exit` | that file, else `sacct` ExitCode | that file, else Completed -> 0 |
+| `adopt` | processes tagged `JOB:ATTEMPT` | `squeue --name wanka-JOB-ATTEMPT` | the JobSet `wanka-JOB-ATTEMPT-HASH` |
+| `stop` | SIGTERM/SIGKILL every tagged process | `scancel` (`--signal=KILL` for a hang) | `kubectl delete jobset` (+ forced pod delete for a hang) |
+| `drain`/`undrain` | nothing to tell | `scontrol update nodename=... state=drain/resume` | `kubectl cordon/uncordon` |
 
-Both write the exit code of `wanka train` to the attempt's exit file from the launch's own shell,
+All three write the exit code of `wanka train` to the attempt's exit file from the launch's own shell,
 so the exit is known to a restarted service that is no longer the launch's parent.
 """
 
