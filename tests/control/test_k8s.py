@@ -13,6 +13,7 @@ import yaml
 from wanka.control.backend import TAG, BackendError, exit_path
 from wanka.control.db import open_db
 from wanka.control.k8s_backend import K8sBackend, jobset_name
+from wanka.control.k8s_parse import jobset_state, parse_nodes, quantity
 from wanka.control.local_backend import EXIT_SCRIPT
 from wanka.control.rules import load_rules
 from wanka.control.spec import JobSpec, train_command
@@ -86,6 +87,37 @@ def plane(tmp_path, kubectl, shared):
 def submit(store, shared, name="a", **extra):
     spec = JobSpec(model="tiny", layout="dp=2", steps=4, ckpt=str(shared / name), **extra).checked()
     return store.submit(spec, "alice")
+
+
+def test_parsers_read_jobset_state_and_node_capacity():
+    def status(**st):
+        return {"status": st}
+
+    ready = [{"name": "trainer", "ready": 1, "active": 1}]
+    assert jobset_state(status(replicatedJobsStatus=ready)) == "Running"
+    assert jobset_state(status(replicatedJobsStatus=[{"name": "trainer", "ready": 0, "active": 1}])) == "Pending"
+    assert jobset_state({}) == "Pending"  # just created: no status yet
+    assert jobset_state(status(conditions=[{"type": "Failed", "status": "False"}], replicatedJobsStatus=ready)) == "Running"
+    assert jobset_state(status(conditions=[{"type": "Suspended", "status": "True"}])) == "Suspended"
+    assert jobset_state(status(conditions=[{"type": "Completed", "status": "True"}])) == "Completed"
+    assert quantity("8") == 8 and quantity("7800m") == 7 and quantity("1Gi") == 0
+    nodes = {"items": [{"metadata": {"name": "g1"}, "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": "8"}}},
+                       {"metadata": {"name": "c1"}, "status": {"allocatable": {"cpu": "3900m"}}}, {"metadata": {}}]}
+    assert parse_nodes(nodes) == [("g1", 96, 8), ("c1", 3, 0)]
+
+
+def test_a_pending_jobset_is_alive_but_not_on_the_hang_clock(plane, kubectl, shared):
+    store, sup, backend = plane
+    job = submit(store, shared)
+    sup.tick()
+    job = store.job(job["id"])
+    path = kubectl.root / "jobsets" / f"{job['backend_id']}.json"
+    obj = json.loads(path.read_text())
+    path.write_text(json.dumps({**obj, "status": {"replicatedJobsStatus": [{"name": "trainer", "ready": 0, "active": 1}]}}))
+    assert backend.alive(job) and backend.started_at(job) is None
+    path.write_text(json.dumps(obj))  # ready again: the clock starts now, and stays
+    first = backend.started_at(job)
+    assert first is not None and backend.started_at(job) == first
 
 
 def test_launch_applies_one_jobset_running_the_local_train_command(plane, kubectl, shared):
