@@ -309,3 +309,18 @@ def test_up_backend_k8s_survives_kill9_without_a_second_apply(service_factory, k
     kubectl.set_condition(running["backend_id"], "Completed")
     done = _poll("the job succeeded", lambda: (j := api("GET", f"/v1/jobs/{job['id']}"))["state"] == "succeeded" and j)
     assert done["attempt"] == 1 and len(kubectl.applied()) == 1  # nothing launched twice
+
+
+def test_a_refused_delete_keeps_the_job_and_is_retried(plane, kubectl, shared):
+    store, sup, _ = plane
+    job = submit(store, shared)
+    sup.tick()
+    kubectl.fail("delete", 'Error from server (Forbidden): jobsets.jobset.x-k8s.io "x" is forbidden')
+    store.request_cancel(job["id"])
+    with pytest.raises(BackendError) as refused:  # Supervisor.run writes it as one line and retries next pass
+        sup.tick()
+    assert "\n" not in str(refused.value) and str(refused.value).startswith("kubectl delete jobset")
+    assert store.job(job["id"])["state"] == "running"
+    (kubectl.root / "fail.json").unlink()
+    sup.tick()
+    assert store.job(job["id"])["state"] == "cancelled"
