@@ -1,7 +1,8 @@
 """Reading kubectl's JSON for the `k8s` backend: a JobSet's state and the cluster's nodes.
 
 Field names: JobSet v1alpha2 (jobset/api/jobset/v1alpha2/jobset_types.go: `status.conditions` with
-types Completed / Failed / Suspended, `status.replicatedJobsStatus[].{ready,active,succeeded,failed}`);
+types Completed / Failed / Suspended, `status.replicatedJobsStatus[].{ready,active,succeeded,failed,suspended}`,
+as also listed in kubernetes-sigs/jobset sdk/python/docs/JobsetV1alpha2ReplicatedJobStatus.md);
 core/v1 Node (`status.allocatable`, quantities as in k8s.io/apimachinery/pkg/api/resource).
 """
 
