@@ -6,7 +6,7 @@ import json
 import time
 
 from wanka.control.db import open_db
-from wanka.control.local_backend import Launched
+from wanka.control.backend import Launched
 from wanka.control.rules import Rules
 from wanka.control.spec import parse_job_spec
 from wanka.control.store import Store
@@ -14,19 +14,44 @@ from wanka.control.supervisor import Supervisor
 
 
 class RecordingBackend:
+    """The supervisor's backend interface (wanka.control.backend.Backend), recording launches and stops."""
+
+    name = "recording"
+
     def __init__(self):
         self.launches, self.stops = [], []
 
-    def launch(self, job_id, attempt, ckpt, command):
+    def nodes(self):
+        return None
+
+    def launch(self, job, attempt, node, command):
         self.launches.append(attempt)
         return Launched(pid=1000 + attempt, pgid=1000 + attempt, proc_start=time.time())
 
-    def alive(self, pid, proc_start):
+    def alive(self, job):
         return True
 
-    def stop(self, job_id, attempt, graceful_s=20.0):
-        self.stops.append(attempt)
-        return 3
+    def started_at(self, job):
+        return job["proc_start"]
+
+    def exit_code(self, job):
+        return None
+
+    def describe(self, job):
+        return f"recorded launch {job['attempt']}"
+
+    def adopt(self, job):
+        return None
+
+    def stop(self, job, graceful_s=20.0):
+        self.stops.append(job["attempt"])
+        return "3 process(es)"
+
+    def drain(self, node, reason):
+        pass
+
+    def undrain(self, node):
+        pass
 
 
 def running_job(tmp_path, rules: dict, events: int):

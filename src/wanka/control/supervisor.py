@@ -258,8 +258,8 @@ class Supervisor:
                              reason="straggler rule, action alert", detected_at=last.get("time", now),
                              job_id=job["id"], node=job["node"])
             return
-        stopped = self.backend.stop(job["id"], job["attempt"], graceful_s=0)
-        self._recover_or_fail(job, now, "straggler", detection + f"; killed {stopped} process(es)", True)
+        stopped = self.backend.stop(job, graceful_s=0)
+        self._recover_or_fail(job, now, "straggler", detection + f"; killed {stopped}", True)
 
     def _check_throughput(self, job: dict, now: float) -> None:
         """Measured tokens/s (median of the last min_steps steps) against the planner's prediction."""
