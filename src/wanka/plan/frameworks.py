@@ -81,12 +81,17 @@ _MCORE_SRC = {"tp_overlap": _TE_TP_OVERLAP, "grad_sync": _MCORE_DDP, "dp_overlap
               "moe_dispatch_bytes": "Megatron-Core transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: "
                                     "the all-to-all moves the permuted hidden states in their dtype (BF16; FP8 "
                                     "casts happen inside Transformer Engine's GEMMs), also in FP8 runs"}
-_MLPERF_CFG = "mlcommons/training_results_v5.1 NVIDIA/benchmarks/llama31_8b/implementations/nemo/config_common.sh"
+_MLPERF_CFG = ("mlcommons/training_results_v5.1 NVIDIA/benchmarks/llama31_8b/implementations/nemo/config_common.sh and "
+               "llama31_405b/implementations/theia_ngpu512_ngc25.09_nemo/config_common.sh")
 _MLPERF_SRC = dict(_MCORE_SRC,
                    fp8_params=f"FP8_PARAM_GATHER=True ({_MLPERF_CFG}; GPT-3 and Llama 3.1 405B configs: FP8_PARAMS, "
                               "published_runs/mlperf.md): NeMo's fp8_params, weights kept in FP8 (plan/memory.py)",
                    dp_comm_ctas=f"NCCL_MIN_CTAS=16, NCCL_MAX_CTAS=32 with NVTE_*_LAYERNORM_SM_MARGIN=16 ({_MLPERF_CFG}): "
                                 "at least 16 SMs run the overlapped DP collectives (plan/dp_schedule.py)")
+_MC2 = ("MindSpeed-LLM MC2 (--use-mc2; the README's performance table is measured with it on): torch_npu's "
+        "npu_all_gather_base_mm and npu_mm_reduce_scatter_base fuse the sequence-parallel all-gather/reduce-scatter "
+        "into the matmul (modellink/core/tensor_parallel/ascend_turbo/mc2_linears_seq_parallel.py@75f2e902022c); "
+        "the hidden fraction 0.5 is the same assumption as Transformer Engine's")
 _DS_PIPE_SWITCHES = dict(grad_sync="per_step", dp_overlap=False, param_gather_overlap=False)
 
 PROFILES: dict[str, Framework] = {p.name: p for p in (
@@ -95,6 +100,8 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("nemo", "NeMo 2 / Megatron-Bridge recipes: Megatron-Core underneath", _MCORE, _MCORE_SRC),
     Framework("nemo-mlperf", "NVIDIA's MLPerf Training NeMo implementation: Megatron-Core with FP8 parameters and "
               "NCCL held to >= 16 CTAs", dict(_MCORE, fp8_params=True, dp_comm_ctas=16), _MLPERF_SRC),
+    Framework("mindspeed", "MindSpeed-LLM (Huawei Ascend, torch_npu): Megatron-Core models, MC2 fused TP "
+              "communication, distributed optimizer", dict(_MCORE), dict(_MCORE_SRC, tp_overlap=_MC2)),
     Framework("megatron-lm", "Megatron-LM (2023-, on Megatron-Core) without NeMo's recipe defaults: TP overlap "
               "only when asked for", dict(tp_overlap=0.0, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2),
               {"tp_overlap": "--tp-comm-overlap is opt-in in Megatron-LM (arguments.py)", "grad_sync": _MCORE_DDP,
@@ -156,6 +163,8 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
         return "megascale"
     if "mlperf" in fw and any(k in fw for k in ("nemo", "core")):
         return "nemo-mlperf"
+    if "mindspeed" in fw:
+        return "mindspeed"
     if any(k in fw for k in ("maxtext", "paxml", "praxis", "jax", "t5x")):
         return "jax-xla"
     if "torchtitan" in fw:
