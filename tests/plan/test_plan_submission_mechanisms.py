@@ -80,3 +80,12 @@ def test_submissions_map_to_their_profiles():
 def test_mlperf_runs_fit_in_memory_as_they_ran():
     checks = [check_row(r) for r in load_rows("mlperf")]
     assert all(c.fits for c in checks), [c.id for c in checks if not c.fits]
+
+
+def test_training_runtime_refuses_a_window_it_would_not_apply():
+    from wanka.model.decoder import Transformer
+
+    tiny = load_model("tiny")
+    with pytest.raises(SpecError, match="model.sliding_window"):
+        Transformer(tiny.model_copy(update={"sliding_window": tiny.seq_len // 2}))
+    Transformer(tiny.model_copy(update={"sliding_window": tiny.seq_len}))  # a window as long as the sequence: full causal
