@@ -11,7 +11,7 @@ from wanka.layout import Layout
 from wanka.plan.compute import layer_time
 from wanka.plan.dp_schedule import overlap_sm_cost_s
 from wanka.plan.exposure import DPComm, Options
-from wanka.plan.frameworks import family_of
+from wanka.plan.frameworks import MLPERF_USERBUFFERS, PROFILES, family_of, userbuffers_hidden_fraction
 from wanka.plan.memory import memory_per_gpu
 from wanka.plan.published import check_row, load_rows
 from wanka.hardware.catalog import gpu as catalog_gpu
@@ -89,3 +89,10 @@ def test_training_runtime_refuses_a_window_it_would_not_apply():
     with pytest.raises(SpecError, match="model.sliding_window"):
         Transformer(tiny.model_copy(update={"sliding_window": tiny.seq_len // 2}))
     Transformer(tiny.model_copy(update={"sliding_window": tiny.seq_len}))  # a window as long as the sequence: full causal
+
+
+def test_userbuffers_hidden_fraction_from_the_per_gemm_methods():
+    # 8 collectives per layer; 7 ring-exchange/bulk (hidden whole), proj_fprop pipelined in 4 splits (3/4)
+    assert userbuffers_hidden_fraction(MLPERF_USERBUFFERS) == pytest.approx((7 + 3 / 4) / 8)
+    assert userbuffers_hidden_fraction({"a": ("pipeline", 2), "b": ("bulk", 1)}) == pytest.approx(0.75)
+    assert PROFILES["nemo-mlperf"].options().tp_overlap == pytest.approx(31 / 32)
