@@ -166,7 +166,7 @@ def test_json_summary_gives_median_and_p90_per_framework_family(run_cli):
         if r["error"] is not None and not r["skipped"]:
             by_family.setdefault(r["family"], []).append(abs(r["error"]))
     fams = doc["summary"]["by_family"]
-    assert set(fams) == set(by_family) == {"megatron-core"}  # MindSpeed-LLM runs Megatron-Core models
+    assert set(fams) == set(by_family) == {"mindspeed"}  # MindSpeed-LLM's own profile (plan/frameworks.py)
     for name, errs in by_family.items():
         assert fams[name]["compared"] == len(errs)
         assert fams[name]["median_abs_error"] == pytest.approx(statistics.median(errs))

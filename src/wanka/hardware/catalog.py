@@ -52,6 +52,7 @@ class GPU(StrictSpec):
     hbm_GB: float = Field(gt=0)
     hbm_TBps: float | None = Field(default=None, gt=0)
     tdp_W: float | None = Field(default=None, gt=0)
+    sms: int | None = Field(default=None, gt=0)  # streaming multiprocessors (null: not published here)
     scale_up: ScaleUp = ScaleUp()
     sources: dict[str, str] = {}
     efficiency_scale: EfficiencyScale = EfficiencyScale()

@@ -57,6 +57,11 @@ class Transformer(nn.Module):
             from wanka.errors import SpecError
 
             raise SpecError("model", "an rmsnorm model without mla (the runtime's Llama-style decoder)", spec.name)
+        if spec.sliding_window is not None and spec.sliding_window < spec.seq_len:  # planned, not run
+            from wanka.errors import SpecError
+
+            raise SpecError("model.sliding_window", f"null or >= seq_len {spec.seq_len} (the runtime's attention is "
+                            "full causal)", spec.sliding_window)
         self.spec = spec
         self.tok_embeddings = nn.Embedding(spec.vocab, spec.hidden)
         self.layers = nn.ModuleDict({str(i): TransformerBlock(spec, i, rope_len) for i in range(spec.layers)})

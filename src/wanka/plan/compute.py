@@ -25,7 +25,8 @@ from wanka.plan.memo import memo_by_identity
 from wanka.hardware import GPU
 from wanka.plan import efficiency as E
 from wanka.workload.activations import uses_dropout
-from wanka.workload.flops import Gemm, alternate_matmul_fraction, attention_dims, head_gemm, layer_gemms
+from wanka.workload.flops import (Gemm, alternate_matmul_fraction, attention_dims, causal_pair_fraction, head_gemm,
+                                  layer_gemms)
 from wanka.workload.spec import ModelSpec
 
 
@@ -141,7 +142,11 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         # plus the fp32 output/LSE correction of every step after the first (read + write) and its
         # kernels (Megatron-Core/Transformer Engine ring attention)
         cp = max(1, round(seq_full / seq_local))
-        attn_fwd = 0.5 * full_flops / (E.attention_flops(gpu, attention) * E.attention_length_factor(seq_local))
+        # causal: half the pairs; a sliding window (ModelSpec.sliding_window) computes only the band
+        # of w keys per query, and each kernel's key range shrinks to at most w
+        pairs = causal_pair_fraction(seq_full, m.sliding_window)
+        keys = min(seq_local, m.sliding_window or seq_local)
+        attn_fwd = pairs * full_flops / (E.attention_flops(gpu, attention) * E.attention_length_factor(keys))
         if cp > 1:
             attn_fwd += (cp - 1) * (2 * 4.0 * mbs * seq_local * heads * d_v / hbm + 2 * E.KERNEL_OVERHEAD_S)
         attn_bwd = 2.5 * attn_fwd

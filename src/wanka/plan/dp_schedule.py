@@ -30,6 +30,16 @@ framework's *schedule* (Options.grad_sync, dp_overlap, param_gather_overlap), ea
   param_gather_overlap=False: DeepSpeed ZeRO-1/2 all-gather the updated fp16/bf16 partitions right
     after the optimizer step (runtime/zero/stage_1_and_2.py step(): all_gather_dp_groups), before the
     next forward starts: the all-gather is exposed whatever dp_overlap says.
+  SMs lent to the overlapped collectives (Options.dp_comm_ctas): NCCL runs a collective as one
+    thread block (CTA) per channel, each holding an SM for the collective's whole duration
+    (NCCL_MIN_CTAS / NCCL_MAX_CTAS bound their number, NCCL docs "Environment Variables"); the
+    compute it overlaps runs on the remaining SMs, 1/(1 - f) slower with f = ctas / SMs -- the
+    mechanism DeepSeek-V3 s.3.2.2 prices for its all-to-all (20 of 132 SMs) and the reason NVIDIA's
+    MLPerf configs leave SMs to NCCL (NVTE_FWD/BWD_LAYERNORM_SM_MARGIN=16 with NCCL_MIN_CTAS=16,
+    training_results_v5.1 NVIDIA/benchmarks/llama31_8b/implementations/nemo/config_common.sh).
+    First order: the overlapped compute is min(RS, bwd) + min(AG, fwd), and costs
+    f / (1 - f) of it more. It matters when a step has few micro-batches (the overlapped window is
+    one micro-batch's backward and forward): MLPerf's Llama 3.1 8B runs one micro-batch per step.
 """
 
 from __future__ import annotations
@@ -46,3 +56,15 @@ def exposed_dp_s(dp, lay, fwd_s: float, bwd_s: float, opts) -> float:
     reduces = dp.per_step_microbatches(lay) if dp.microbatch_rs_s > 0 else 1
     grad = max(0.0, dp.grad_s - bwd_s) if opts.dp_overlap else dp.grad_s
     return reduces * grad + param
+
+
+def overlap_sm_cost_s(dp, lay, fwd_s: float, bwd_s: float, opts, sms: int | None) -> float:
+    """Compute slowed by the SMs the overlapped DP collectives occupy (module docstring); 0 when
+    nothing overlaps, the CTA count is not modelled (Options.dp_comm_ctas 0) or the GPU's SM
+    count is not in the catalog."""
+    if not opts.dp_comm_ctas or not sms or not opts.dp_overlap or dp.microbatch_rs_s > 0:
+        return 0.0
+    f = min(opts.dp_comm_ctas, sms - 1) / sms
+    param_overlap = opts.dp_overlap if opts.param_gather_overlap is None else opts.param_gather_overlap
+    overlapped = min(dp.grad_s, bwd_s) + (min(dp.param_s, fwd_s) if param_overlap else 0.0)
+    return overlapped * f / (1.0 - f)

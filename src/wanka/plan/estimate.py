@@ -20,7 +20,7 @@ from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
-from wanka.plan.dp_schedule import exposed_dp_s
+from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
 from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
 from wanka.plan.uncertainty import mechanism_class
 from wanka.plan.moe_cost import moe_imbalance, moe_mlp_tp_multiplier
@@ -161,6 +161,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     expert_p = sum(_stage_params(model, lay, i)[1] for i in fullest)
     dp = dp_comm(cluster, lay, dense_p, expert_p, opts)
     dp_exposed = exposed_dp_s(dp, lay, fwd, bwd, opts)  # the framework's schedule: plan/dp_schedule.py
+    dp_exposed += overlap_sm_cost_s(dp, lay, fwd, bwd, opts, gpu.sms)  # SMs held by the overlapped collectives
     z3 = 0.0
     if lay.zero == 3:  # gathers and reduce-scatters of every micro-batch, unit by unit
         z3 = lay.microbatches * zero3_microbatch_s(cluster, model, lay, runs, dense_p, expert_p, opts)[0]
@@ -173,7 +174,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     peak = gpu.peak("bf16") * 1e12
     model_flops = model_flops_per_token(model, seq) * tokens
     hw_flops = model_flops + _recompute_flops(model, seq, lay.recompute, opts.recompute_modules) * tokens
-    mem = memory_per_gpu(model, lay, seq, opts.attention, opts.recompute_modules, opts.fp8_activation_cache, dualpipe)
+    mem = memory_per_gpu(model, lay, seq, opts.attention, opts.recompute_modules, opts.fp8_activation_cache, dualpipe,
+                         opts.fp8_params)
     breakdown = {
         "compute": m * (fwd + bwd) - m * rec - m * (comm["tp"] + comm["cp"] + comm["ep"]),
         "recompute": m * rec,

@@ -88,6 +88,14 @@ class Options:
     # "torchao-tensorwise" (torchao Float8Linear dynamic tensorwise scaling: separate cast and
     # transpose passes around every GEMM, wanka.plan.compute.fp8_cast_bytes)
     fp8_scaling: str = "fused"
+    # FP8 runs keep the parameters themselves in FP8 (Megatron-Core --fp8-param-gather / NeMo
+    # fp8_params: Transformer Engine fp8_model_init, the all-gather moves FP8): 1 byte per weight
+    # instead of a 16-bit weight plus its FP8 copy (wanka.plan.memory)
+    fp8_params: bool = False
+    # thread blocks (CTAs, one SM each) the data-parallel collectives occupy while they run under
+    # compute (NCCL_MIN_CTAS); the overlapped compute slows by 1/(1 - ctas/SMs) (wanka.plan.dp_schedule).
+    # 0: not modelled
+    dp_comm_ctas: int = 0
     # the framework profile these Options came from (wanka.plan.frameworks); it names the
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None

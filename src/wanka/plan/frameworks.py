@@ -81,12 +81,54 @@ _MCORE_SRC = {"tp_overlap": _TE_TP_OVERLAP, "grad_sync": _MCORE_DDP, "dp_overlap
               "moe_dispatch_bytes": "Megatron-Core transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: "
                                     "the all-to-all moves the permuted hidden states in their dtype (BF16; FP8 "
                                     "casts happen inside Transformer Engine's GEMMs), also in FP8 runs"}
+_MLPERF_CFG = ("mlcommons/training_results_v5.1 NVIDIA/benchmarks/llama31_8b/implementations/nemo/config_common.sh and "
+               "llama31_405b/implementations/theia_ngpu512_ngc25.09_nemo/config_common.sh")
+# Transformer Engine userbuffers, per GEMM, in NVIDIA's MLPerf GPT-3 submission
+# (training_results_v4.0 NVIDIA/benchmarks/gpt3/implementations/nemo/conf/tp_overlap/h100tp4mbs2.yaml):
+# the four sequence-parallel collectives of a layer's forward and the four of its backward, each
+# "ring_exchange" (the all-gather/reduce-scatter moves chunk by chunk under the GEMM of the chunk in
+# hand, copy-engine driven, num_sm 1), "bulk" (the dgrad reduce-scatter runs whole under the wgrad
+# GEMM) or "pipeline" with num_splits (the GEMM in k chunks, each chunk's reduce-scatter under the
+# next chunk's GEMM: the last one is exposed)
+MLPERF_USERBUFFERS = {"qkv_fprop": ("ring_exchange", 1), "proj_fprop": ("pipeline", 4),
+                      "fc1_fprop": ("ring_exchange", 1), "fc2_fprop": ("ring_exchange", 1),
+                      "qkv_dgrad": ("bulk", 1), "proj_dgrad": ("ring_exchange", 1),
+                      "fc1_dgrad": ("bulk", 1), "fc2_dgrad": ("ring_exchange", 1)}
+
+
+def userbuffers_hidden_fraction(methods: dict[str, tuple[str, int]]) -> float:
+    """Share of a layer's TP traffic hidden (Options.tp_overlap) when every collective is as long
+    as the others (same bytes: b*s*h) and each GEMM outlasts the collective it carries: ring
+    exchange and bulk hide all of theirs, a k-split pipeline (k - 1)/k."""
+    hidden = [(k - 1) / k if method == "pipeline" else 1.0 for method, k in methods.values()]
+    return sum(hidden) / len(hidden)
+
+
+_MLPERF_SRC = dict(_MCORE_SRC,
+                   fp8_params=f"FP8_PARAM_GATHER=True ({_MLPERF_CFG}; GPT-3 and Llama 3.1 405B configs: FP8_PARAMS, "
+                              "published_runs/mlperf.md): NeMo's fp8_params, weights kept in FP8 (plan/memory.py)",
+                   tp_overlap="Transformer Engine userbuffers as the submission configures them per GEMM (MLPERF_USERBUFFERS, "
+                              "h100tp4mbs2.yaml): 7 of a layer's 8 collectives hidden whole, the pipelined proj_fprop "
+                              "reduce-scatter 3/4 (4 splits) = 31/32 (userbuffers_hidden_fraction); holds while each "
+                              "GEMM outlasts its collective (large models)",
+                   dp_comm_ctas=f"NCCL_MIN_CTAS=16, NCCL_MAX_CTAS=32 with NVTE_*_LAYERNORM_SM_MARGIN=16 ({_MLPERF_CFG}): "
+                                "at least 16 SMs run the overlapped DP collectives (plan/dp_schedule.py)")
+_MC2 = ("MindSpeed-LLM MC2 (--use-mc2; the README's performance table is measured with it on): torch_npu's "
+        "npu_all_gather_base_mm and npu_mm_reduce_scatter_base fuse the sequence-parallel all-gather/reduce-scatter "
+        "into the matmul (modellink/core/tensor_parallel/ascend_turbo/mc2_linears_seq_parallel.py@75f2e902022c); "
+        "the hidden fraction 0.5 is the same assumption as Transformer Engine's")
 _DS_PIPE_SWITCHES = dict(grad_sync="per_step", dp_overlap=False, param_gather_overlap=False)
 
 PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("megatron-core", "Megatron-Core (2023-): distributed optimizer, overlapped DP, TE TP overlap",
               _MCORE, _MCORE_SRC),
     Framework("nemo", "NeMo 2 / Megatron-Bridge recipes: Megatron-Core underneath", _MCORE, _MCORE_SRC),
+    Framework("nemo-mlperf", "NVIDIA's MLPerf Training NeMo implementation: Megatron-Core with FP8 parameters and "
+              "NCCL held to >= 16 CTAs, per-GEMM userbuffers TP overlap",
+              dict(_MCORE, fp8_params=True, dp_comm_ctas=16, tp_overlap=userbuffers_hidden_fraction(MLPERF_USERBUFFERS)),
+              _MLPERF_SRC),
+    Framework("mindspeed", "MindSpeed-LLM (Huawei Ascend, torch_npu): Megatron-Core models, MC2 fused TP "
+              "communication, distributed optimizer", dict(_MCORE), dict(_MCORE_SRC, tp_overlap=_MC2)),
     Framework("megatron-lm", "Megatron-LM (2023-, on Megatron-Core) without NeMo's recipe defaults: TP overlap "
               "only when asked for", dict(tp_overlap=0.0, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2),
               {"tp_overlap": "--tp-comm-overlap is opt-in in Megatron-LM (arguments.py)", "grad_sync": _MCORE_DDP,
@@ -146,6 +188,10 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
     fw, zero = (framework_text or "").lower(), (zero_text or "").lower()
     if "megascale" in fw:
         return "megascale"
+    if "mlperf" in fw and any(k in fw for k in ("nemo", "core")):
+        return "nemo-mlperf"
+    if "mindspeed" in fw:
+        return "mindspeed"
     if any(k in fw for k in ("maxtext", "paxml", "praxis", "jax", "t5x")):
         return "jax-xla"
     if "torchtitan" in fw:

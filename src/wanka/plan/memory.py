@@ -4,7 +4,10 @@ Bytes per parameter (Megatron-LM distributed-optimizer table, perf_anchors.md; K
 matches 18 bytes/param): 16-bit weights 2, fp32 main gradients 4, fp32 master weights + Adam m, v
 12 -> 18 = 6 + 12/d with a distributed optimizer (ZeRO-1). ZeRO-2 also shards the gradients,
 ZeRO-3 (FSDP) also the weights, keeping two layers gathered (the one computing and the prefetch).
-FP8 training (Transformer Engine) keeps an FP8 copy of the weights: +1 byte.
+FP8 training (Transformer Engine) keeps an FP8 copy of the weights: +1 byte. With FP8 parameters
+(Megatron-Core --fp8-param-gather, NeMo fp8_params: the weights are created by TE's fp8_model_init as
+FP8 tensors, and the distributed optimizer casts its fp32 master shard straight to them) there is no
+16-bit weight: 1 byte per weight.
 Shard group: dp*cp ranks for dense parameters (CP ranks hold the same weights), dp*cp/ep for
 routed experts (experts are sharded over the data-parallel ranks, Megatron-Core).
 
@@ -186,29 +189,33 @@ def rank_stages(lay: Layout, rank: int, dualpipe: bool) -> tuple[int, ...]:
 @memo_by_identity(1)
 def memory_per_gpu(m: ModelSpec, lay: Layout, seq: int, attention: str = "flash",
                    modules: tuple[str, ...] = ("core_attn",), fp8_cache: bool = True,
-                   dualpipe: bool = False) -> Memory:
+                   dualpipe: bool = False, fp8_params: bool = False) -> Memory:
     """The fullest pipeline rank (`lay` resolved). `modules`: what recompute=selective recomputes
     (Megatron-Core --recompute-modules); `fp8_cache`: FP8 runs cache GEMM inputs in FP8;
-    `dualpipe`: DeepSeek's bidirectional schedule (each rank holds two mirrored stages)."""
+    `dualpipe`: DeepSeek's bidirectional schedule (each rank holds two mirrored stages);
+    `fp8_params`: FP8 runs keep the weights in FP8 only (Options.fp8_params)."""
     lay = ResolvedLayout.of(lay)  # micro-batches and shard sizes (a plain Layout needs dp and gbs set)
     best = None
     ranks = range((lay.pp + 1) // 2) if dualpipe else distinct_stages(m, lay.pp)
     for rank in ranks:
         stages = rank_stages(lay, rank, dualpipe)
-        mem = _stage_memory(m, lay, stages, seq, attention, modules, fp8_cache and lay.precision == "fp8")
+        mem = _stage_memory(m, lay, stages, seq, attention, modules, fp8_cache and lay.precision == "fp8",
+                            fp8_params and lay.precision == "fp8")
         if best is None or mem.total_GiB > best.total_GiB:
             best = mem
     return best
 
 
 def _stage_memory(m: ModelSpec, lay: Layout, stages: tuple[int, ...], seq: int, attention: str,
-                  modules: tuple[str, ...], fp8: bool) -> Memory:
+                  modules: tuple[str, ...], fp8: bool, fp8_params: bool = False) -> Memory:
     dense_p = expert_p = 0.0
     for st in stages:
         d, e = _stage_params(m, lay, st)
         dense_p, expert_p = dense_p + d, expert_p + e
     shard, expert_shard = lay.zero_shards
     w_bytes = 3.0 if lay.precision == "fp8" else (4.0 if lay.precision == "fp32" else 2.0)
+    if fp8_params:  # FP8 weights only (module docstring)
+        w_bytes = 1.0
     z = lay.zero
 
     def sharded(params_dense: float, params_expert: float, on: bool) -> float:

@@ -120,7 +120,7 @@ def row_model(row: dict):
             "heads": a.get("attention_heads"), "kv_heads": a.get("kv_heads") or a.get("attention_heads"),
             "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (a.get("hidden_size") or 0),
             "vocab": a.get("vocab_size"), "seq_len": a.get("seq_len"), "activation": act,
-            "norm": "rmsnorm" if act == "swiglu" else "layernorm"}
+            "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window")}
     if a.get("num_experts"):
         spec["moe"] = {"experts": a["num_experts"], "top_k": a.get("top_k") or 1,
                        "ffn_hidden": a.get("moe_ffn_hidden_size") or spec["ffn_hidden"],

@@ -196,7 +196,7 @@ def _run(model, cluster, gbs, seq, precision, opts, stats) -> list[Estimate]:
             stats.dropped["dominated_by_zero1"] += 1
             continue
         if not fits(memory_per_gpu(model, lay, seq, opts.attention, opts.recompute_modules,
-                                   opts.fp8_activation_cache, dualpipe), hbm):
+                                   opts.fp8_activation_cache, dualpipe, opts.fp8_params), hbm):
             stats.dropped["out_of_memory"] += 1
             continue
         fit_rec[(base, lay.zero)] = rec

@@ -73,6 +73,17 @@ def attention_core_flops_per_token(m: ModelSpec, seq_len: int) -> float:
     return 2.0 * seq_len * m.heads * (d_qk + d_v)
 
 
+def causal_pair_fraction(seq_len: int, window: int | None) -> float:
+    """Share of the s x s (query, key) pairs a causal mask computes: 1/2 without a window (the
+    FlashAttention convention; exactly (s + 1) / 2s); with a sliding window w < s,
+    sum_q min(q + 1, w) / s^2 = (w s - w (w - 1) / 2) / s^2."""
+    s = float(seq_len)
+    if window is None or window >= seq_len:
+        return 0.5
+    w = float(window)
+    return (w * s - w * (w - 1) / 2) / (s * s)
+
+
 def matmul_params_active(m: ModelSpec) -> int:
     """Parameters in GEMMs one token uses: active parameters less the input embedding (a lookup)
     and the norm weights, plus the output projection when it is tied (its GEMM still runs)."""

@@ -51,6 +51,9 @@ class ModelSpec(StrictSpec):
     norm_eps: float = Field(default=1e-5, gt=0)
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    # sliding-window attention: each query sees at most this many keys, itself included (Mistral 7B:
+    # window 4096, arXiv:2310.06825 s.2 and Table 1; Megatron/MindSpeed --sliding-window). None: full causal
+    sliding_window: int | None = Field(default=None, gt=0)
     notes: list[str] = []
 
     @model_validator(mode="after")
