@@ -12,7 +12,8 @@ import yaml
 
 from wanka.control.backend import TAG, BackendError, exit_path
 from wanka.control.db import open_db
-from wanka.control.k8s_backend import K8sBackend, jobset_name
+from wanka.control.backend import launch_name
+from wanka.control.k8s_backend import K8sBackend
 from wanka.control.k8s_parse import jobset_state, parse_nodes, quantity
 from wanka.control.local_backend import EXIT_SCRIPT
 from wanka.control.rules import load_rules
@@ -126,7 +127,7 @@ def test_launch_applies_one_jobset_running_the_local_train_command(plane, kubect
     sup.tick()
     job = store.job(job["id"])
     (manifest,) = kubectl.applied()
-    assert job["state"] == "running" and job["backend_id"] == jobset_name(job, 1) == manifest["metadata"]["name"]
+    assert job["state"] == "running" and job["backend_id"] == launch_name(job, 1) == manifest["metadata"]["name"]
     assert manifest["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and manifest["kind"] == "JobSet"
     labels = {"wanka.job-id": str(job["id"]), "wanka.attempt": "1"}
     assert labels.items() <= manifest["metadata"]["labels"].items()
@@ -237,7 +238,7 @@ def test_kubectl_errors_are_one_line(plane, kubectl, shared, capfd):
         backend.launch(outside, 1, "n1", ["true"])
 
 
-def test_a_restarted_service_readopts_by_jobset_name(plane, kubectl, shared, tmp_path):
+def test_a_restarted_service_readopts_by_launch_name(plane, kubectl, shared, tmp_path):
     store, sup, _ = plane
     running = submit(store, shared, name="a")
     uncommitted = submit(store, shared, name="b")
@@ -250,7 +251,7 @@ def test_a_restarted_service_readopts_by_jobset_name(plane, kubectl, shared, tmp
     assert sorted(a["job_id"] for a in adopted) == sorted([running["id"], uncommitted["id"]])
     assert len(kubectl.applied()) == 2  # nothing launched twice
     b = store.job(uncommitted["id"])
-    assert b["state"] == "running" and b["backend_id"] == jobset_name(b, 1)
+    assert b["state"] == "running" and b["backend_id"] == launch_name(b, 1)
 
 
 @pytest.mark.parametrize("args, path, line", [

@@ -1,6 +1,5 @@
 """The rules file: validated (exit 2, one line naming the field), and emitted as Prometheus alerting rules."""
 
-import json
 
 import yaml
 

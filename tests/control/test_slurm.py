@@ -16,7 +16,8 @@ import psutil
 import pytest
 
 from wanka.control.backend import TAG, BackendError
-from wanka.control.slurm_backend import SlurmBackend, batch_script, job_name
+from wanka.control.backend import launch_name
+from wanka.control.slurm_backend import SlurmBackend, batch_script
 from wanka.control.slurm_parse import exit_code_of, parse_sacct, parse_sbatch, parse_sinfo_nodes, parse_squeue
 
 LAYOUT = "dp=2,precision=fp32,gbs=4,mbs=2"
@@ -43,7 +44,7 @@ def test_batch_script_asks_for_what_the_job_needs(tmp_path):
     job = {"id": 5, "ckpt": str(tmp_path / "run"), "nproc": 4}
     command = [sys.executable, "-m", "wanka", "train", "--layout", "dp=4", "--ckpt", job["ckpt"]]
     cpu = batch_script(job, 2, "n1", command, gpus=False, partition="batch")
-    assert f"#SBATCH --job-name={job_name(job, 2)}" in cpu and job_name(job, 2).startswith("wanka-5-2-")
+    assert f"#SBATCH --job-name={launch_name(job, 2)}" in cpu and launch_name(job, 2).startswith("wanka-5-2-")
     for line in ("--nodes=1", "--ntasks-per-node=1", "--cpus-per-task=4", "--nodelist=n1", "--partition=batch",
                  "--no-requeue", "--open-mode=append", f"--output={tmp_path / 'run/control/attempt-2.log'}"):
         assert f"#SBATCH {line}" in cpu.splitlines()
@@ -51,7 +52,7 @@ def test_batch_script_asks_for_what_the_job_needs(tmp_path):
     assert " ".join(command) in cpu and str(tmp_path / "run/control/attempt-2.exit") in cpu
     gpu = batch_script(job, 2, None, command, gpus=True, partition=None)
     assert "#SBATCH --gres=gpu:4" in gpu and "--cpus-per-task" not in gpu and "--nodelist" not in gpu
-    assert job_name({**job, "ckpt": "/other"}, 2) != job_name(job, 2)  # two services never adopt each other's jobs
+    assert launch_name({**job, "ckpt": "/other"}, 2) != launch_name(job, 2)  # two services never adopt each other's jobs
 
 
 def unusable_slurm_conf(tmp_path) -> str:
@@ -169,7 +170,7 @@ def test_slurm_job_completes_like_a_plain_run_and_drain_is_scontrol(service_fact
     assert job["result"]["params_sha256"] == reference_sha
     assert job["backend"] == "slurm" and job["node"] == slurm.NODE and job["pid"] is None
     assert poll("sacct record", lambda: sacct(slurm, job_id=job["backend_id"]))[job["backend_id"]] == ("COMPLETED", "0:0")
-    assert f"--job-name={job_name(job, 1)}" in (ckpt / "control/attempt-1.sbatch").read_text()
+    assert f"--job-name={launch_name(job, 1)}" in (ckpt / "control/attempt-1.sbatch").read_text()
     assert reference_sha in (ckpt / "control/attempt-1.log").read_text()  # sbatch --output is the attempt log
 
     code, _, err = run_cli("control", "drain", slurm.NODE, *common)
@@ -224,8 +225,8 @@ def test_slurm_killed_rank_is_restarted_through_a_new_sbatch(service_factory, sl
     assert job["restarts"] == sum(a["decision"] == "restart" for a in job["audit"])
     entry = job["audit"][0]
     assert entry["rule"] == "dead_rank" and entry["action"] == "launched attempt 2 from checkpoint step 3"
-    first = poll("attempt 1 in sacct", lambda: sacct(slurm, name=job_name(job, 1)))
-    last = poll(f"attempt {job['attempt']} in sacct", lambda: sacct(slurm, name=job_name(job, job["attempt"])))
+    first = poll("attempt 1 in sacct", lambda: sacct(slurm, name=launch_name(job, 1)))
+    last = poll(f"attempt {job['attempt']} in sacct", lambda: sacct(slurm, name=launch_name(job, job["attempt"])))
     assert [s for s, _ in first.values()] == ["FAILED"] and list(last) == [job["backend_id"]]
 
 
@@ -244,7 +245,7 @@ def test_slurm_job_is_readopted_after_kill9_of_the_service(service_factory, slur
     assert job["result"]["params_sha256"] == reference_sha
     [adopt] = [a for a in job["audit"] if a["decision"] == "adopt"]
     assert adopt["detection"].startswith(f"Slurm job {before['backend_id']}")
-    assert list(sacct(slurm, name=job_name(job, 1))) == [before["backend_id"]]  # sbatch ran once
+    assert list(sacct(slurm, name=launch_name(job, 1))) == [before["backend_id"]]  # sbatch ran once
 
 
 @pytest.mark.slow
@@ -260,7 +261,7 @@ def test_slurm_hung_rank_is_killed_with_scancel_and_restarted(service_factory, s
     assert job["state"] == "succeeded" and job["attempt"] == 2, job
     assert job["result"]["params_sha256"] == reference_sha
     [entry] = job["audit"]
-    first = sacct(slurm, name=job_name(job, 1))
+    first = sacct(slurm, name=launch_name(job, 1))
     [first_id] = first
     assert entry["rule"] == "hang" and f"killed Slurm job {first_id}" in entry["detection"]
     assert first[first_id][0] in ("FAILED", "CANCELLED")  # scancel --signal=KILL ended its batch shell

@@ -20,6 +20,10 @@ so the exit is known to a restarted service that is no longer the launch's paren
 
 from __future__ import annotations
 
+import hashlib
+import shlex
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +90,42 @@ def exit_path(ckpt: str, attempt: int) -> Path:
 
 def tag_of(job_id: int, attempt: int) -> str:
     return f"{job_id}:{attempt}"
+
+
+def ckpt_hash(job: dict) -> str:
+    """8 hex digits of the job's checkpoint dir: two services sharing a cluster never adopt each other's launches."""
+    return hashlib.sha1(job["ckpt"].encode()).hexdigest()[:8]
+
+
+def launch_name(job: dict, attempt: int) -> str:
+    """The name a cluster backend gives a launch (Slurm job name, JobSet name): `wanka-JOB-ATTEMPT-HASH`."""
+    return f"wanka-{job['id']}-{attempt}-{ckpt_hash(job)}"
+
+
+def run_client(argv: list[str], named: list[str], env: dict | None, timeout_s: float, stdin: str | None = None) -> str:
+    """One call of a cluster client (sbatch, kubectl, ...): its stdout, or BackendError with one line that
+    names the call (`named`: the client and its first words) and the client's last line, its verdict."""
+    try:
+        out = subprocess.run(argv, input=stdin, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BackendError(f"{shlex.join(named)} failed: {exc}") from None
+    if out.returncode != 0:
+        last = (out.stderr.strip() or out.stdout.strip() or f"exit {out.returncode}").splitlines()[-1]
+        raise BackendError(f"{shlex.join(named)} failed: {last}")
+    return out.stdout
+
+
+class SayOnce:
+    """Writes a backend's trouble to stderr as one line, not again while it repeats unchanged."""
+
+    def __init__(self, backend: str):
+        self.backend, self.last = backend, None
+
+    def __call__(self, message: str) -> None:
+        if message != self.last:
+            sys.stderr.write(f"wanka control: {self.backend}: {message}\n")
+            sys.stderr.flush()
+            self.last = message
 
 
 def read_exit_file(ckpt: str, attempt: int) -> int | None:

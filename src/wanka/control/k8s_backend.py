@@ -30,18 +30,15 @@ started), it is written once to stderr and the job is taken as still alive.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from wanka.control.backend import (TAG, BackendError, Launched, control_dir, exit_path, log_path, read_exit_file,
-                                   tag_of, wait_until)
+from wanka.control.backend import (TAG, BackendError, Launched, SayOnce, ckpt_hash, control_dir, exit_path, launch_name,
+                                   log_path, read_exit_file, run_client, tag_of, wait_until)
 from wanka.control.k8s_parse import DNS_LABEL, DNS_SUBDOMAIN, IMAGE, TERMINAL, created_at, jobset_state, parse_nodes
 from wanka.errors import SpecError
 
@@ -63,14 +60,6 @@ def kubectl_ready(kubectl: str = "kubectl", path: str | None = None) -> str | No
         if out.returncode != 0:
             return f"{what} (kubectl {args[0]}: {(out.stderr.strip().splitlines() or ['exit ' + str(out.returncode)])[-1]})"
     return None
-
-
-def ckpt_hash(job: dict) -> str:
-    return hashlib.sha1(job["ckpt"].encode()).hexdigest()[:8]
-
-
-def jobset_name(job: dict, attempt: int) -> str:
-    return f"wanka-{job['id']}-{attempt}-{ckpt_hash(job)}"
 
 
 def launch_labels(job: dict, attempt: int) -> dict[str, str]:
@@ -100,7 +89,7 @@ class K8sBackend:
         self.kubectl = shutil.which("kubectl", path=(env or os.environ).get("PATH")) or "kubectl"
         self.gpu_nodes: set[str] = set()
         self._running_since: dict[str, float] = {}  # JobSet name -> when this service first saw it running
-        self._last_error: str | None = None
+        self._say_once = SayOnce("k8s")
 
     @classmethod
     def connect(cls, image: str | None = None, namespace: str | None = None, volume: str | None = None,
@@ -121,21 +110,8 @@ class K8sBackend:
 
     # ---- kubectl calls -----------------------------------------------------------------------
     def _run(self, *args: str, stdin: str | None = None) -> str:
-        argv = [self.kubectl, f"--namespace={self.namespace}", *args]
-        try:
-            out = subprocess.run(argv, input=stdin, env=self.env, capture_output=True, text=True, timeout=TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BackendError(f"kubectl {args[0]} failed: {exc}") from None
-        if out.returncode != 0:
-            last = (out.stderr.strip() or out.stdout.strip() or f"exit {out.returncode}").splitlines()[-1]
-            raise BackendError(f"kubectl {shlex.join(args[:3])} failed: {last}")
-        return out.stdout
-
-    def _say_once(self, message: str) -> None:
-        if message != self._last_error:
-            sys.stderr.write(f"wanka control: k8s: {message}\n")
-            sys.stderr.flush()
-            self._last_error = message
+        return run_client([self.kubectl, f"--namespace={self.namespace}", *args], ["kubectl", *args[:3]], self.env,
+                          TIMEOUT_S, stdin)
 
     def _get(self, name: str) -> dict | None:
         """The JobSet as kubectl prints it; None when the API server has no such JobSet."""
@@ -151,7 +127,7 @@ class K8sBackend:
             raise BackendError(f"kubectl get jobset {name}: not JSON") from None
 
     def _state(self, job: dict) -> str | None:
-        name = job["backend_id"] or jobset_name(job, job["attempt"])
+        name = job["backend_id"] or launch_name(job, job["attempt"])
         obj = self._get(name)
         state = None if obj is None else jobset_state(obj)
         if state == "Running":
@@ -176,7 +152,7 @@ class K8sBackend:
         env = {TAG: tag_of(job["id"], attempt), "WANKA_CONTROL_LOG": str(log_path(ckpt, attempt)),
                "WANKA_CONTROL_EXIT": str(exit_path(ckpt, attempt)), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
         gpus = job["nproc"] if node in self.gpu_nodes else 0
-        return jobset(jobset_name(job, attempt), 1, ["/bin/sh", "-c", EXIT_SCRIPT, LAUNCHER, *command], self.image,
+        return jobset(launch_name(job, attempt), 1, ["/bin/sh", "-c", EXIT_SCRIPT, LAUNCHER, *command], self.image,
                       gpus_per_node=gpus, cpus_per_node=None if gpus else job["nproc"], pvc=self.volume,
                       mount_path=self.mount_path, max_restarts=0, labels=launch_labels(job, attempt), env=env, node=node)
 
@@ -201,7 +177,7 @@ class K8sBackend:
         return state is not None and state not in TERMINAL
 
     def started_at(self, job: dict) -> float | None:
-        name = job["backend_id"] or jobset_name(job, job["attempt"])
+        name = job["backend_id"] or launch_name(job, job["attempt"])
         try:
             state = self._state(job)
         except BackendError:
@@ -222,7 +198,7 @@ class K8sBackend:
         return 0 if state == "Completed" else None
 
     def describe(self, job: dict) -> str:
-        name = job["backend_id"] or jobset_name(job, job["attempt"])
+        name = job["backend_id"] or launch_name(job, job["attempt"])
         try:
             state = self._state(job)
         except BackendError:
@@ -231,14 +207,14 @@ class K8sBackend:
 
     def adopt(self, job: dict) -> Launched | None:
         """An attempt kubectl accepted but the DB never recorded: its JobSet has a known name."""
-        name = jobset_name(job, job["attempt"])
+        name = launch_name(job, job["attempt"])
         obj = self._get(name)
         if obj is None:
             return None
         return Launched(proc_start=created_at(obj) or time.time(), backend_id=name)
 
     def stop(self, job: dict, graceful_s: float = 20.0) -> str:
-        name = job["backend_id"] or jobset_name(job, job["attempt"])
+        name = job["backend_id"] or launch_name(job, job["attempt"])
         self._run("delete", "jobset", name, "--ignore-not-found", "--wait=false", "--cascade=foreground")
         if graceful_s <= 0:
             selector = ",".join(f"{k}={v}" for k, v in launch_labels(job, job["attempt"]).items())

@@ -30,15 +30,12 @@ controller is not a dead rank.
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 import shutil
-import subprocess
-import sys
 import time
 
-from wanka.control.backend import (TAG, BackendError, Launched, control_dir, exit_path, log_path, read_exit_file,
-                                   tag_of, wait_until)
+from wanka.control.backend import (TAG, BackendError, Launched, SayOnce, control_dir, exit_path, launch_name, log_path,
+                                   read_exit_file, run_client, tag_of, wait_until)
 from wanka.control.slurm_parse import (TERMINAL, exit_code_of, parse_sacct, parse_sbatch, parse_sinfo_nodes,
                                        parse_squeue)
 
@@ -46,17 +43,12 @@ CLIENTS = ("sbatch", "squeue", "sacct", "scancel", "scontrol", "sinfo")
 TIMEOUT_S = 60  # one Slurm client call; slurmctld answers in milliseconds when healthy
 
 
-def job_name(job: dict, attempt: int) -> str:
-    digest = hashlib.sha1(job["ckpt"].encode()).hexdigest()[:8]
-    return f"wanka-{job['id']}-{attempt}-{digest}"
-
-
 def batch_script(job: dict, attempt: int, node: str | None, command: list[str], gpus: bool,
                  partition: str | None) -> str:
     """The sbatch script of one launch (written to CKPT/control/attempt-N.sbatch)."""
     ckpt = job["ckpt"]
     exit_file = exit_path(ckpt, attempt)
-    lines = ["#!/bin/sh", f"#SBATCH --job-name={job_name(job, attempt)}", "#SBATCH --nodes=1",
+    lines = ["#!/bin/sh", f"#SBATCH --job-name={launch_name(job, attempt)}", "#SBATCH --nodes=1",
              "#SBATCH --ntasks-per-node=1", f"#SBATCH --gres=gpu:{job['nproc']}" if gpus
              else f"#SBATCH --cpus-per-task={job['nproc']}", f"#SBATCH --output={log_path(ckpt, attempt)}",
              "#SBATCH --open-mode=append", "#SBATCH --no-requeue"]
@@ -78,7 +70,7 @@ class SlurmBackend:
         self.partition, self.env = partition, env
         self.gpu_nodes: set[str] = set()
         self._sacct_mode: list[str] | None = ["sacct"]  # becomes ["sacct", "--completion"] or None (see docstring)
-        self._last_error: str | None = None
+        self._say_once = SayOnce("slurm")
 
     @classmethod
     def connect(cls, partition: str | None = None, env: dict | None = None) -> "SlurmBackend":
@@ -98,20 +90,7 @@ class SlurmBackend:
 
     # ---- Slurm calls -------------------------------------------------------------------------
     def _run(self, *args: str) -> str:
-        try:
-            out = subprocess.run(list(args), env=self.env, capture_output=True, text=True, timeout=TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BackendError(f"{args[0]} failed: {exc}") from None
-        if out.returncode != 0:
-            last = (out.stderr.strip() or out.stdout.strip() or f"exit {out.returncode}").splitlines()[-1]
-            raise BackendError(f"{shlex.join(args[:3])} failed: {last}")  # Slurm's last line is its verdict
-        return out.stdout
-
-    def _say_once(self, message: str) -> None:
-        if message != self._last_error:
-            sys.stderr.write(f"wanka control: slurm: {message}\n")
-            sys.stderr.flush()
-            self._last_error = message
+        return run_client(list(args), list(args[:3]), self.env, TIMEOUT_S)
 
     def _unanswered(self, exc: BackendError) -> None:
         self._say_once(f"{exc}; running jobs are taken as still running until Slurm answers")
@@ -203,7 +182,7 @@ class SlurmBackend:
 
     def adopt(self, job: dict) -> Launched | None:
         """An attempt sbatch accepted but the DB never recorded: find it by its job name."""
-        name = job_name(job, job["attempt"])
+        name = launch_name(job, job["attempt"])
         found = self._squeue(f"--name={name}")
         if not found:
             found = {i: (s, None) for i, (s, _, n) in self._sacct(f"--name={name}").items() if n == name}
