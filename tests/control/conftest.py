@@ -137,7 +137,6 @@ class Service:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.starts = 0
-        self.extra_args: list[str] = []  # further `wanka control up` flags
 
     def start(self, timeout_s: float = 180) -> "Service":
         self.starts += 1
@@ -147,7 +146,7 @@ class Service:
                "--state-dir", str(self.state_dir), "--slots", str(self.slots), "--poll", "0.3"]
         if self.rules:
             cmd += ["--rules", str(self.rules)]
-        cmd += list(self.args) + list(self.extra_args)
+        cmd += list(self.args)
         env = {**os.environ, **self.env, "WANKA_TEST_SERVICE": str(self.state_dir)}  # inherited by every job process
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True, env=env)
         deadline = time.monotonic() + timeout_s
@@ -168,6 +167,45 @@ class Service:
     @property
     def token(self) -> str:
         return (self.state_dir / "admin.token").read_text().strip()
+
+    # ---- the API as a test uses it: admin token, no error status, waits bounded ------------------
+    def api(self, method: str, path: str, **kw):
+        import httpx
+
+        r = httpx.request(method, self.url + path, headers={"Authorization": f"Bearer {self.token}"}, timeout=60, **kw)
+        assert r.status_code < 400, r.text
+        return r.json()
+
+    def wait_job(self, job_id: int, states, timeout_s: float = 420) -> dict:
+        """Poll the job's state until it is one of `states` (bounded)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.api("GET", f"/v1/jobs/{job_id}")
+            if job["state"] in states:
+                return job
+            assert time.monotonic() < deadline, f"job {job_id} stuck in {job['state']}: {job}"
+            time.sleep(0.3)
+
+    def wait_audit(self, job_id: int, rule: str, timeout_s: float = 120) -> list[dict]:
+        """Poll the job's audit log until it holds a `rule` row (bounded): the row follows the action it records."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rows = [a for a in self.api("GET", f"/v1/jobs/{job_id}")["audit"] if a["rule"] == rule]
+            if rows:
+                return rows
+            assert time.monotonic() < deadline, f"job {job_id}: no {rule} audit row"
+            time.sleep(0.3)
+
+    @staticmethod
+    def wait_step(ckpt: Path, step: int, timeout_s: float = 300) -> None:
+        """Poll a job's metrics.jsonl until rank 0 has logged `step` (bounded)."""
+        import json
+
+        deadline = time.monotonic() + timeout_s
+        path = ckpt / "metrics.jsonl"
+        while not (path.exists() and any(json.loads(l)["step"] >= step for l in path.read_text().splitlines() if l.strip())):
+            assert time.monotonic() < deadline, f"no step {step} in {path}"
+            time.sleep(0.3)
 
     def kill9(self) -> None:
         os.kill(self.proc.pid, signal.SIGKILL)

@@ -42,43 +42,6 @@ def job_body(corpus_dir, ckpt, steps=STEPS, inject=()):
             "ckpt": str(ckpt), "inject": list(inject)}
 
 
-def api(svc, method, path, **kw):
-    r = httpx.request(method, svc.url + path, headers={"Authorization": f"Bearer {svc.token}"}, timeout=60, **kw)
-    assert r.status_code < 400, r.text
-    return r.json()
-
-
-def wait_job(svc, job_id, states, timeout_s=420):
-    """Poll the job's state in the service until it is one of `states` (bounded)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        job = api(svc, "GET", f"/v1/jobs/{job_id}")
-        if job["state"] in states:
-            return job
-        assert time.monotonic() < deadline, f"job {job_id} stuck in {job['state']}: {job}"
-        time.sleep(0.3)
-
-
-def wait_audit(svc, job_id, rule, timeout_s=120):
-    """Poll the job's audit log until it holds a `rule` row (bounded): the row follows the action it records."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        rows = [a for a in api(svc, "GET", f"/v1/jobs/{job_id}")["audit"] if a["rule"] == rule]
-        if rows:
-            return rows
-        assert time.monotonic() < deadline, f"job {job_id}: no {rule} audit row"
-        time.sleep(0.3)
-
-
-def wait_step(ckpt, step, timeout_s=300):
-    """Poll the trainer's metrics.jsonl until rank 0 has logged `step` (bounded)."""
-    deadline = time.monotonic() + timeout_s
-    path = ckpt / "metrics.jsonl"
-    while not (path.exists() and any(json.loads(l)["step"] >= step for l in path.read_text().splitlines() if l.strip())):
-        assert time.monotonic() < deadline, f"no step {step} in {path}"
-        time.sleep(0.3)
-
-
 def launch_processes(job_id, attempt):
     out = []
     for p in psutil.process_iter(["pid"]):
@@ -103,7 +66,7 @@ def test_submit_trains_to_completion(service_factory, corpus_dir, clean_sha, tmp
                              "--ckpt-every", str(EVERY), "--data", str(corpus_dir), "--ckpt", str(ckpt), "--json")
     assert code == 0, err
     job_id = json.loads(out)["id"]
-    job = wait_job(svc, job_id, ("succeeded", "failed"))
+    job = svc.wait_job(job_id, ("succeeded", "failed"))
     assert job["state"] == "succeeded" and job["attempt"] == 1 and job["restarts"] == 0
     assert job["result"]["params_sha256"] == clean_sha
     assert job["node"] == "local" and job["pid"] and job["pgid"] == job["pid"]
@@ -116,8 +79,8 @@ def test_submit_trains_to_completion(service_factory, corpus_dir, clean_sha, tmp
 @pytest.mark.timeout(900)
 def test_killed_rank_is_restarted_from_the_newest_checkpoint(service_factory, corpus_dir, clean_sha, tmp_path):
     svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
-    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["kill@step=5,rank=1"]))
-    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    job = svc.api("POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["kill@step=5,rank=1"]))
+    job = svc.wait_job(job["id"], ("succeeded", "failed"))
     assert job["state"] == "succeeded", job
     assert job["restarts"] == 1 and job["attempt"] == 2
     assert job["result"]["params_sha256"] == clean_sha
@@ -133,8 +96,8 @@ def test_hung_rank_is_killed_and_restarted(service_factory, corpus_dir, clean_sh
     rules = tmp_path / "rules.yaml"
     rules.write_text("hang: {factor: 20, min_s: 30, startup_grace_s: 600}\n")
     svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules).start()
-    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["hang@step=5,rank=1"]))
-    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    job = svc.api("POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["hang@step=5,rank=1"]))
+    job = svc.wait_job(job["id"], ("succeeded", "failed"))
     assert job["state"] == "succeeded", job
     assert job["result"]["params_sha256"] == clean_sha
     hangs = [a for a in job["audit"] if a["rule"] == "hang"]
@@ -150,12 +113,12 @@ def test_hung_rank_is_killed_and_restarted(service_factory, corpus_dir, clean_sh
 @pytest.mark.timeout(600)
 def test_cancel_stops_every_process_of_the_job(service_factory, corpus_dir, tmp_path, run_cli):
     svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
-    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", steps=100000))
-    wait_step(tmp_path / "job", 1)
+    job = svc.api("POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", steps=100000))
+    svc.wait_step(tmp_path / "job", 1)
     assert len(launch_processes(job["id"], 1)) >= 4  # sh, wanka train, torchrun, 2 workers
     code, _, err = run_cli("control", "cancel", str(job["id"]), "--url", svc.url, "--token", svc.token)
     assert code == 0, err
-    job = wait_job(svc, job["id"], ("cancelled",))
+    job = svc.wait_job(job["id"], ("cancelled",))
     assert job["audit"][-1]["decision"] == "cancel"
     assert launch_processes(job["id"], 1) == []
 
@@ -165,20 +128,20 @@ def test_service_killed_mid_run_readopts_and_launches_nothing_twice(service_fact
                                                                       tmp_path):
     svc = service_factory(db_url).start()
     ckpt = tmp_path / "job"
-    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt))
-    wait_step(ckpt, 2)
-    before = wait_job(svc, job["id"], ("running",))
+    job = svc.api("POST", "/v1/jobs", json=job_body(corpus_dir, ckpt))
+    svc.wait_step(ckpt, 2)
+    before = svc.wait_job(job["id"], ("running",))
     svc.kill9()
     assert psutil.pid_exists(before["pid"])  # the job runs on without its supervisor
     svc.start()
-    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    job = svc.wait_job(job["id"], ("succeeded", "failed"))
     assert job["state"] == "succeeded", job
     assert job["attempt"] == 1 and job["restarts"] == 0  # launched once
     assert job["pid"] == before["pid"] and job["proc_start"] == before["proc_start"]
     assert job["result"]["params_sha256"] == clean_sha
     assert [a["decision"] for a in job["audit"]] == ["adopt"]
     assert steps_logged(ckpt) == list(range(1, STEPS + 1))  # every step once: no second trainer
-    assert len(api(svc, "GET", "/v1/jobs")) == 1
+    assert len(svc.api("GET", "/v1/jobs")) == 1
 
 
 @pytest.mark.timeout(900)
@@ -191,8 +154,8 @@ def test_nan_is_rolled_back_and_audited(service_factory, corpus_dir, tmp_path):
                          timeout=600)
     assert ref.returncode == 0, ref.stderr
     svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
-    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["nan@step=4"]))
-    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    job = svc.api("POST", "/v1/jobs", json=job_body(corpus_dir, tmp_path / "job", inject=["nan@step=4"]))
+    job = svc.wait_job(job["id"], ("succeeded", "failed"))
     assert job["state"] == "succeeded" and job["attempt"] == 1
     assert job["result"]["params_sha256"] == json.loads(ref.stdout)["params_sha256"]
     [entry] = job["audit"]
@@ -207,8 +170,8 @@ def test_repeated_spikes_relaunch_with_a_lower_lr(service_factory, corpus_dir, t
     rules.write_text("loss_spike: {max_rollbacks: 2, lr_factor: 0.5}\n")
     svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules).start()
     ckpt = tmp_path / "job"
-    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=["nan@step=4", "nan@step=8"]))
-    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    job = svc.api("POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=["nan@step=4", "nan@step=8"]))
+    job = svc.wait_job(job["id"], ("succeeded", "failed"))
     assert job["state"] == "succeeded", job
     relaunch = [a for a in job["audit"] if a["decision"] == "restart"]
     assert len(relaunch) == 1 and relaunch[0]["rule"] == "loss_spike"
@@ -224,18 +187,18 @@ def test_risky_node_is_drained_and_its_job_migrated(service_factory, corpus_dir,
     svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}").start()
     ckpt = tmp_path / "job"
     slow = [f"slow@step={s},rank=0" for s in range(3, STEPS + 1)]  # 0.5 s each: time to act mid-run; no numeric effect
-    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=slow))
-    wait_step(ckpt, 2)
-    api(svc, "POST", "/v1/nodes/local/risk", json={"risk": 0.9})
-    moved = wait_job(svc, job["id"], ("queued", "succeeded", "failed"))
+    job = svc.api("POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=slow))
+    svc.wait_step(ckpt, 2)
+    svc.api("POST", "/v1/nodes/local/risk", json={"risk": 0.9})
+    moved = svc.wait_job(job["id"], ("queued", "succeeded", "failed"))
     assert moved["state"] == "queued", moved  # stopped mid-run; waits: the only node is drained
-    assert api(svc, "GET", "/v1/nodes")[0]["state"] == "drained"
+    assert svc.api("GET", "/v1/nodes")[0]["state"] == "drained"
     assert launch_processes(job["id"], 1) == []
-    [entry] = wait_audit(svc, job["id"], "node_risk")  # the slow steps may also raise a straggler alert
+    [entry] = svc.wait_audit(job["id"], "node_risk")  # the slow steps may also raise a straggler alert
     assert entry["decision"] == "drain_migrate"
     assert entry["detection"] == "node local risk 0.900 > 0.5" and "no other node is up" in entry["action"]
-    api(svc, "POST", "/v1/nodes/local/undrain")
-    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    svc.api("POST", "/v1/nodes/local/undrain")
+    job = svc.wait_job(job["id"], ("succeeded", "failed"))
     assert job["state"] == "succeeded" and job["attempt"] == 2 and job["restarts"] == 1
     assert job["result"]["params_sha256"] == clean_sha
 
@@ -269,24 +232,24 @@ def test_node_failing_by_telemetry_is_drained_and_its_job_migrated(service_facto
     svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules).start()
     ckpt = tmp_path / "job"
     slow = [f"slow@step={s},rank=0" for s in range(3, STEPS + 1)]  # 0.5 s each: time to act mid-run; no numeric effect
-    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=slow))
-    wait_step(ckpt, 2)
-    own = api(svc, "GET", "/v1/nodes/local/telemetry")["series"]  # the in-process agent's samples of this machine
+    job = svc.api("POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=slow))
+    svc.wait_step(ckpt, 2)
+    own = svc.api("GET", "/v1/nodes/local/telemetry")["series"]  # the in-process agent's samples of this machine
     assert own["cpu_percent"] and own["mem_percent"]
-    assert api(svc, "GET", "/v1/nodes")[0]["predicted_risk"] < 0.5  # this healthy CPU node scores low
-    api(svc, "POST", "/v1/nodes/local/telemetry", json={"samples": failing_gpu_samples(time.time())})
-    moved = wait_job(svc, job["id"], ("queued", "succeeded", "failed"))
+    assert svc.api("GET", "/v1/nodes")[0]["predicted_risk"] < 0.5  # this healthy CPU node scores low
+    svc.api("POST", "/v1/nodes/local/telemetry", json={"samples": failing_gpu_samples(time.time())})
+    moved = svc.wait_job(job["id"], ("queued", "succeeded", "failed"))
     assert moved["state"] == "queued", moved  # stopped mid-run; waits: the only node is drained
-    node = api(svc, "GET", "/v1/nodes")[0]
+    node = svc.api("GET", "/v1/nodes")[0]
     assert node["state"] == "drained" and node["predicted_risk"] > 0.5 and node["risk"] is None
-    [entry] = wait_audit(svc, job["id"], "node_risk")
+    [entry] = svc.wait_audit(job["id"], "node_risk")
     assert entry["decision"] == "drain_migrate" and "no other node is up" in entry["action"]
     assert "(telemetry predictor: " in entry["detection"] and "ecc_6h=" in entry["detection"]
     assert entry["detected_at"] <= entry["acted_at"]
     metrics = httpx.get(svc.url + "/metrics", timeout=30).text
     assert 'wanka_node_telemetry{metric="gpu0_temp_C",node="local"} 74.0' in metrics
-    api(svc, "POST", "/v1/nodes/local/undrain")  # repaired: the precursors are history now
-    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    svc.api("POST", "/v1/nodes/local/undrain")  # repaired: the precursors are history now
+    job = svc.wait_job(job["id"], ("succeeded", "failed"))
     assert job["state"] == "succeeded" and job["attempt"] == 2 and job["restarts"] == 1
     assert job["result"]["params_sha256"] == clean_sha
 
@@ -296,13 +259,11 @@ def test_straggler_and_throughput_rules_alert(service_factory, corpus_dir, clean
     rules = tmp_path / "rules.yaml"
     rules.write_text("straggler: {min_events: 3, action: alert}\nthroughput: {below_pct: 50, min_steps: 3}\n")
     fast = cluster_file(tmp_path / "fast.json", 1e6)
-    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules)
-    svc.extra_args = ["--cluster", str(fast)]
-    svc.start()
+    svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", rules=rules, args=("--cluster", str(fast))).start()
     ckpt = tmp_path / "job"
-    job = api(svc, "POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=[f"slow@step={s},rank=1" for s in (4, 5, 6)]))
+    job = svc.api("POST", "/v1/jobs", json=job_body(corpus_dir, ckpt, inject=[f"slow@step={s},rank=1" for s in (4, 5, 6)]))
     assert job["predicted_tokens_per_s"] > 1e5  # the planner on the absurd spec
-    job = wait_job(svc, job["id"], ("succeeded", "failed"))
+    job = svc.wait_job(job["id"], ("succeeded", "failed"))
     assert job["state"] == "succeeded" and job["attempt"] == 1, job
     assert job["result"]["params_sha256"] == clean_sha  # alerts only: the run is untouched
     [straggler] = [a for a in job["audit"] if a["rule"] == "straggler"]

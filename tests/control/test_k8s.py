@@ -273,33 +273,15 @@ def test_up_refuses_bad_k8s_options(run_cli, kubectl, tmp_path, monkeypatch, arg
     assert not (tmp_path / "state").exists()  # refused before anything was written
 
 
-def _poll(what, predicate, timeout_s=120):
-    """Call `predicate` until it returns a truthy value (bounded); returns that value."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-    return value
-
-
 def test_up_backend_k8s_survives_kill9_without_a_second_apply(service_factory, kubectl, shared, tmp_path):
     """`wanka control up --backend k8s` as a real process: submit -> apply; kill -9 and start again ->
     the JobSet is re-adopted by name, not applied again; Completed + exit file 0 -> succeeded."""
-    import httpx
-
     svc = service_factory(f"sqlite:///{tmp_path / 'state.db'}", args=(
         "--backend", "k8s", "--k8s-image", "registry.local/wanka:1", "--k8s-volume", "ckpt",
         "--k8s-mount-path", str(shared), "--k8s-namespace", "team-a")).start()
 
-    def api(method, path, **kw):
-        r = httpx.request(method, svc.url + path, headers={"Authorization": f"Bearer {svc.token}"}, timeout=60, **kw)
-        assert r.status_code < 400, r.text
-        return r.json()
-
-    job = api("POST", "/v1/jobs", json={"layout": "dp=2", "steps": 4, "ckpt": str(shared / "a")})
-    running = _poll("the job running", lambda: (j := api("GET", f"/v1/jobs/{job['id']}"))["state"] == "running" and j)
+    job = svc.api("POST", "/v1/jobs", json={"layout": "dp=2", "steps": 4, "ckpt": str(shared / "a")})
+    running = svc.wait_job(job["id"], ("running",), timeout_s=120)
     checks = [c for c in kubectl.calls() if c["argv"][0] == "cluster-info" or c["argv"][:2] == ["get", "crd"]]
     assert len(checks) == 2 and all("--namespace=team-a" in c["argv"] for c in kubectl.calls() if c not in checks)
     svc.kill9()
@@ -308,7 +290,7 @@ def test_up_backend_k8s_survives_kill9_without_a_second_apply(service_factory, k
     exit_path(running["ckpt"], 1).write_text("0\n")
     (shared / "a" / "result.json").write_text(json.dumps({"params_sha256": "abc"}))
     kubectl.set_condition(running["backend_id"], "Completed")
-    done = _poll("the job succeeded", lambda: (j := api("GET", f"/v1/jobs/{job['id']}"))["state"] == "succeeded" and j)
+    done = svc.wait_job(job["id"], ("succeeded",), timeout_s=120)
     assert done["attempt"] == 1 and len(kubectl.applied()) == 1  # nothing launched twice
 
 
