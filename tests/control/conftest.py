@@ -126,6 +126,27 @@ def corpus_dir(tmp_path_factory):
     return root / "shards"
 
 
+@pytest.fixture(scope="session")
+def plain_train_sha(corpus_dir, tmp_path_factory):
+    """params_sha256 of a run under plain `wanka train`, uninterrupted: what every recovered job must end
+    with. Called with (layout, steps, ckpt_every); each distinct run is trained once per session."""
+    import json
+
+    done: dict[tuple, str] = {}
+
+    def sha(layout: str, steps: int, every: int) -> str:
+        if (layout, steps, every) not in done:
+            out = subprocess.run([sys.executable, "-m", "wanka", "train", "--json", "--nproc", "2", "--layout", layout,
+                                  "--seq-len", "64", "--steps", str(steps), "--ckpt-every", str(every), "--data",
+                                  str(corpus_dir), "--ckpt", str(tmp_path_factory.mktemp("plain"))],
+                                 capture_output=True, text=True, timeout=600)
+            assert out.returncode == 0, out.stderr
+            done[layout, steps, every] = json.loads(out.stdout)["params_sha256"]
+        return done[layout, steps, every]
+
+    return sha
+
+
 class Service:
     """`wanka control up` as a real process; `start()` returns once it says it is serving."""
 

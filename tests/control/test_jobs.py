@@ -28,13 +28,9 @@ H = 3600.0
 
 
 @pytest.fixture(scope="session")
-def clean_sha(corpus_dir, tmp_path_factory):
+def clean_sha(plain_train_sha):
     """params_sha256 of the same run under plain `wanka train`, uninterrupted."""
-    out = subprocess.run([sys.executable, "-m", "wanka", "train", "--json", "--nproc", "2", "--layout", LAYOUT,
-                          "--seq-len", "64", "--steps", str(STEPS), "--ckpt-every", str(EVERY), "--data", str(corpus_dir),
-                          "--ckpt", str(tmp_path_factory.mktemp("clean"))], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)["params_sha256"]
+    return plain_train_sha(LAYOUT, STEPS, EVERY)
 
 
 def job_body(corpus_dir, ckpt, steps=STEPS, inject=()):

@@ -91,13 +91,9 @@ def test_up_refuses_a_backend_it_cannot_use(run_cli, tmp_path, monkeypatch, args
 
 # ---- slow: real jobs through a real Slurm --------------------------------------------------------
 @pytest.fixture(scope="module")
-def reference_sha(corpus_dir, tmp_path_factory):
+def reference_sha(plain_train_sha):
     """params_sha256 of the same run under plain `wanka train` on this machine, uninterrupted."""
-    out = subprocess.run([sys.executable, "-m", "wanka", "train", "--json", "--nproc", "2", "--layout", LAYOUT,
-                          "--seq-len", "64", "--steps", str(STEPS), "--ckpt-every", str(EVERY), "--data", str(corpus_dir),
-                          "--ckpt", str(tmp_path_factory.mktemp("reference"))], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)["params_sha256"]
+    return plain_train_sha(LAYOUT, STEPS, EVERY)
 
 
 def slurm_service(service_factory, slurm, tmp_path):
