@@ -44,6 +44,8 @@ framework's *schedule* (Options.grad_sync, dp_overlap, param_gather_overlap), ea
 
 from __future__ import annotations
 
+from wanka.plan.interleaved import chunk_grad_exposed_s, chunk_param_exposed_s
+
 
 def exposed_dp_s(dp, lay, fwd_s: float, bwd_s: float, opts) -> float:
     """Exposed data-parallel communication of one step (ZeRO-0/1/2; ZeRO-3 is wanka.plan.zero3).
@@ -51,11 +53,22 @@ def exposed_dp_s(dp, lay, fwd_s: float, bwd_s: float, opts) -> float:
     `dp`: the step's collectives (exposure.DPComm: grad_s = one reduce-scatter/all-reduce of the
     stage's gradients, param_s = one all-gather; microbatch_rs_s > 0 when they are reduced every
     micro-batch); `fwd_s`, `bwd_s`: one micro-batch's forward and backward on the slowest stage."""
-    param_overlap = opts.dp_overlap if opts.param_gather_overlap is None else opts.param_gather_overlap
-    param = max(0.0, dp.param_s - fwd_s) if param_overlap else dp.param_s
+    grad, param = _exposed_parts(dp, lay, fwd_s, bwd_s, opts)
     reduces = dp.per_step_microbatches(lay) if dp.microbatch_rs_s > 0 else 1
-    grad = max(0.0, dp.grad_s - bwd_s) if opts.dp_overlap else dp.grad_s
     return reduces * grad + param
+
+
+def _exposed_parts(dp, lay, fwd_s: float, bwd_s: float, opts) -> tuple[float, float]:
+    """(exposed gradient reduction, exposed parameter gather) of one reduction each."""
+    param_overlap = opts.dp_overlap if opts.param_gather_overlap is None else opts.param_gather_overlap
+    per_chunk = opts.dp_sync_per_chunk and lay.vpp > 1 and lay.pp > 1 and dp.microbatch_rs_s == 0
+    if per_chunk:  # interleaved schedule: one window per model chunk (wanka.plan.interleaved)
+        param = chunk_param_exposed_s(dp.param_s, lay.vpp, lay.pp, fwd_s) if param_overlap else dp.param_s
+        grad = chunk_grad_exposed_s(dp.grad_s, lay.vpp, lay.pp, bwd_s) if opts.dp_overlap else dp.grad_s
+        return grad, param
+    param = max(0.0, dp.param_s - fwd_s) if param_overlap else dp.param_s
+    grad = max(0.0, dp.grad_s - bwd_s) if opts.dp_overlap else dp.grad_s
+    return grad, param
 
 
 def overlap_sm_cost_s(dp, lay, fwd_s: float, bwd_s: float, opts, sms: int | None) -> float:
@@ -65,6 +78,6 @@ def overlap_sm_cost_s(dp, lay, fwd_s: float, bwd_s: float, opts, sms: int | None
     if not opts.dp_comm_ctas or not sms or not opts.dp_overlap or dp.microbatch_rs_s > 0:
         return 0.0
     f = min(opts.dp_comm_ctas, sms - 1) / sms
-    param_overlap = opts.dp_overlap if opts.param_gather_overlap is None else opts.param_gather_overlap
-    overlapped = min(dp.grad_s, bwd_s) + (min(dp.param_s, fwd_s) if param_overlap else 0.0)
+    grad, param = _exposed_parts(dp, lay, fwd_s, bwd_s, opts)
+    overlapped = (dp.grad_s - grad) + (dp.param_s - param)  # what ran under compute
     return overlapped * f / (1.0 - f)

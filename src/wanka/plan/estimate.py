@@ -21,6 +21,7 @@ from wanka.layout import Layout
 from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
+from wanka.plan.interleaved import chunk_p2p_exposed_s
 from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
 from wanka.plan.uncertainty import mechanism_class
 from wanka.plan.moe_cost import moe_imbalance, moe_mlp_tp_multiplier
@@ -146,6 +147,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     # one forward and one backward transfer per model chunk; a blocking engine also pays the receive
     # of each (Options.pp_blocking_p2p: tests/plan/test_plan_megatron_deepspeed.py simulates it)
     p2p_mb = (4 if opts.pp_blocking_p2p else 2) * lay.vpp * p2p
+    if opts.pp_p2p_overlap and lay.vpp > 1:  # overlap_p2p_comm: hidden under the chunks (plan/interleaved.py)
+        p2p_mb = chunk_p2p_exposed_s(p2p, lay.vpp, fwd, bwd)
     m = lay.microbatches
     per_mb = fwd + bwd + p2p_mb
     if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)

@@ -96,6 +96,14 @@ class Options:
     # compute (NCCL_MIN_CTAS); the overlapped compute slows by 1/(1 - ctas/SMs) (wanka.plan.dp_schedule).
     # 0: not modelled
     dp_comm_ctas: int = 0
+    # interleaved pipeline (vpp > 1) with Megatron-Core's overlap_p2p_comm: each chunk's send/recv is
+    # posted (isend/irecv) before the chunk's forward/backward and waited for after it, so a transfer
+    # is exposed only past that chunk's compute (wanka.plan.pipeline_overlap); False: on the critical path
+    pp_p2p_overlap: bool = False
+    # interleaved pipeline (vpp > 1): the DP reduce-scatter of each model chunk starts when that chunk's
+    # last backward ends, the all-gather of each chunk is due by its first forward (Megatron-Core
+    # grad_sync_func / param_sync_func per chunk, wanka.plan.dp_schedule); False: one window per step
+    dp_sync_per_chunk: bool = False
     # the framework profile these Options came from (wanka.plan.frameworks); it names the
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None

@@ -111,6 +111,13 @@ _MLPERF_SRC = dict(_MCORE_SRC,
                               "h100tp4mbs2.yaml): 7 of a layer's 8 collectives hidden whole, the pipelined proj_fprop "
                               "reduce-scatter 3/4 (4 splits) = 31/32 (userbuffers_hidden_fraction); holds while each "
                               "GEMM outlasts its collective (large models)",
+                   grad_bytes="gradients reduced in BF16: GPT-3 (NeMo 1 + Apex DistributedFusedAdam) `grad_sync_dtype: bf16` "
+                              "(training_results_v4.0 NVIDIA/benchmarks/gpt3/implementations/nemo/conf/optim/"
+                              "distributed_fused_adam.yaml); Llama 3.1 (NeMo 2, Megatron-Core DDP) `grad_reduce_in_fp32="
+                              "False` in pretrain.py's DistributedDataParallelConfig (v5.0 llama31_405b, v5.1 llama31_8b)",
+                   pp_p2p_overlap="overlap_p2p_comm on (conf/custom.yaml `overlap_p2p_comm: ${...OVERLAP_P2P_COMM,True}`, "
+                                  "no config overrides it; v4.0 gpt3 conf/megatron_gpt_config_custom.yaml likewise): with "
+                                  "an interleaved pipeline the transfers hide under the chunks (plan/interleaved.py)",
                    dp_comm_ctas=f"NCCL_MIN_CTAS=16, NCCL_MAX_CTAS=32 with NVTE_*_LAYERNORM_SM_MARGIN=16 ({_MLPERF_CFG}): "
                                 "at least 16 SMs run the overlapped DP collectives (plan/dp_schedule.py)")
 _MC2 = ("MindSpeed-LLM MC2 (--use-mc2; the README's performance table is measured with it on): torch_npu's "
@@ -125,7 +132,7 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("nemo", "NeMo 2 / Megatron-Bridge recipes: Megatron-Core underneath", _MCORE, _MCORE_SRC),
     Framework("nemo-mlperf", "NVIDIA's MLPerf Training NeMo implementation: Megatron-Core with FP8 parameters and "
               "NCCL held to >= 16 CTAs, per-GEMM userbuffers TP overlap",
-              dict(_MCORE, fp8_params=True, dp_comm_ctas=16, tp_overlap=userbuffers_hidden_fraction(MLPERF_USERBUFFERS)),
+              dict(_MCORE, fp8_params=True, dp_comm_ctas=16, grad_bytes=2, pp_p2p_overlap=True, tp_overlap=userbuffers_hidden_fraction(MLPERF_USERBUFFERS)),
               _MLPERF_SRC),
     Framework("mindspeed", "MindSpeed-LLM (Huawei Ascend, torch_npu): Megatron-Core models, MC2 fused TP "
               "communication, distributed optimizer", dict(_MCORE), dict(_MCORE_SRC, tp_overlap=_MC2)),

@@ -1,0 +1,87 @@
+"""What Megatron-Core's interleaved schedule hides (plan/interleaved.py): closed forms, and the
+switches as the nemo-mlperf profile sets them from the submissions' configs."""
+
+import dataclasses
+
+import pytest
+
+from wanka.cluster import load_cluster
+from wanka.layout import Layout
+from wanka.plan.dp_schedule import exposed_dp_s
+from wanka.plan.estimate import estimate
+from wanka.plan.exposure import DPComm, Options
+from wanka.plan.frameworks import PROFILES
+from wanka.plan.interleaved import chunk_grad_exposed_s, chunk_p2p_exposed_s, chunk_param_exposed_s
+from wanka.errors import SpecError
+from wanka.workload import load_model
+
+
+def test_one_chunk_is_the_one_window_form():
+    assert chunk_grad_exposed_s(3.0, 1, 8, 1.0) == pytest.approx(2.0)  # max(0, RS - bwd)
+    assert chunk_param_exposed_s(1.5, 1, 8, 0.5) == pytest.approx(1.0)  # max(0, AG - fwd)
+    assert chunk_grad_exposed_s(0.5, 1, 8, 1.0) == 0.0
+
+
+def test_chunks_spread_the_reduction_over_the_cooldown():
+    # vpp 4, pp 4: chunks end 4 chunk-backwards (of 0.25 s) apart; each chunk's reduce-scatter
+    # (3/4 s) starts with its last backward, behind the previous chunk's on the one DP stream
+    exposed = chunk_grad_exposed_s(3.0, 4, 4, 1.0)
+    ends = [-(4 - 1 - d) * 4 * 0.25 for d in range(4)]
+    finish = float("-inf")
+    for e in ends:
+        finish = max(finish, e - 0.25) + 0.75
+    assert exposed == pytest.approx(max(0.0, finish))
+    assert exposed < 3.0 - 1.0  # less than the one-window form
+    # a reduction short enough to fit between chunk ends leaves only the last chunk's tail
+    assert chunk_grad_exposed_s(0.8, 4, 4, 1.0) == 0.0  # 0.2 s each, inside the last chunk's 0.25 s
+    assert chunk_grad_exposed_s(2.0, 4, 4, 1.0) == pytest.approx(0.5 - 0.25)
+
+
+def test_param_gather_per_chunk():
+    # chunk 0's quarter (0.5 s) against its first forward (0.125 s): 0.375 late, later chunks fit
+    assert chunk_param_exposed_s(2.0, 4, 4, 0.5) == pytest.approx(0.375)
+    assert chunk_param_exposed_s(0.4, 4, 4, 0.5) == 0.0
+
+
+def test_p2p_overlap_exposes_only_what_outlasts_a_chunk():
+    assert chunk_p2p_exposed_s(0.01, 4, 0.2, 0.4) == 0.0
+    assert chunk_p2p_exposed_s(0.08, 4, 0.2, 0.4) == pytest.approx(4 * (0.08 - 0.05))
+
+
+def test_dp_schedule_uses_chunks_only_when_asked_and_interleaved():
+    lay = Layout(tp=8, pp=4, vpp=4, dp=2, mbs=1, gbs=16, zero=1).resolve(64)
+    dp = DPComm(3.0, 2.0, 0.0)
+    one_window = exposed_dp_s(dp, lay, 0.5, 1.0, Options())
+    chunked = exposed_dp_s(dp, lay, 0.5, 1.0, Options(dp_sync_per_chunk=True))
+    assert one_window == pytest.approx((3.0 - 1.0) + (2.0 - 0.5))
+    assert chunked == pytest.approx(chunk_grad_exposed_s(3.0, 4, 4, 1.0) + chunk_param_exposed_s(2.0, 4, 4, 0.5))
+    flat = dataclasses.replace(lay, vpp=1)
+    assert exposed_dp_s(dp, flat, 0.5, 1.0, Options(dp_sync_per_chunk=True)) == pytest.approx(one_window)
+
+
+def test_pipeline_transfers_hide_under_the_chunks_in_the_estimate():
+    m, c = load_model("gpt3-175b"), load_cluster("meta-24k-h100", gpus=512)
+    lay = Layout.parse("tp=4,pp=8,vpp=4,mbs=2,gbs=512,precision=fp8")
+    base = PROFILES["nemo"].options(lay)
+    serial = estimate(m, c, lay, options=base)
+    hidden = estimate(m, c, lay, options=dataclasses.replace(base, pp_p2p_overlap=True))
+    assert serial.breakdown["pp_comm"] > 0 and hidden.breakdown["pp_comm"] < serial.breakdown["pp_comm"]
+    assert hidden.step_time_s < serial.step_time_s
+    # vpp 1: overlap_p2p_comm does not apply
+    flat = Layout.parse("tp=4,pp=8,vpp=1,mbs=2,gbs=512,precision=fp8")
+    a = estimate(m, c, flat, options=base)
+    b = estimate(m, c, flat, options=dataclasses.replace(base, pp_p2p_overlap=True))
+    assert a.step_time_s == pytest.approx(b.step_time_s)
+
+
+def test_nemo_mlperf_sets_the_submitted_switches():
+    o = PROFILES["nemo-mlperf"].options()
+    assert (o.pp_p2p_overlap, o.grad_bytes) == (True, 2)
+    assert PROFILES["nemo"].options().pp_p2p_overlap is False  # not claimed for NeMo's recipes
+
+
+def test_switches_are_validated():
+    with pytest.raises(SpecError, match="options.pp_p2p_overlap"):
+        Options(pp_p2p_overlap=1)
+    with pytest.raises(SpecError, match="options.dp_sync_per_chunk"):
+        Options(dp_sync_per_chunk="yes")
