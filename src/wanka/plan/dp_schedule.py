@@ -66,9 +66,23 @@ def _exposed_parts(dp, lay, fwd_s: float, bwd_s: float, opts) -> tuple[float, fl
         param = chunk_param_exposed_s(dp.param_s, lay.vpp, lay.pp, fwd_s) if param_overlap else dp.param_s
         grad = chunk_grad_exposed_s(dp.grad_s, lay.vpp, lay.pp, bwd_s) if opts.dp_overlap else dp.grad_s
         return grad, param
-    param = max(0.0, dp.param_s - fwd_s) if param_overlap else dp.param_s
-    grad = max(0.0, dp.grad_s - bwd_s) if opts.dp_overlap else dp.grad_s
+    param = bucketed_exposed_s(dp.param_s, dp.param_bucket_s, fwd_s) if param_overlap else dp.param_s
+    grad = bucketed_exposed_s(dp.grad_s, dp.grad_bucket_s, bwd_s) if opts.dp_overlap else dp.grad_s
     return grad, param
+
+
+def bucketed_exposed_s(total_s: float, bucket_s: float, window_s: float) -> float:
+    """Exposed part of `total_s` of collectives, one per bucket (`bucket_s` each), overlapped with a
+    `window_s` of compute that fills (reduce-scatter) or consumes (all-gather) the buckets evenly.
+    Reduce-scatter: bucket i's gradients are all in at (i + 1)/k of the backward and its collective
+    queues behind the earlier ones; the last one starts when the backward ends, so at least one
+    bucket is exposed: max(b, T - W (1 - 1/k)), k = T/b. All-gather (Megatron-Core's forward
+    pre-hook waits for a bucket and dispatches the next, distributed_data_parallel.py): the first
+    bucket is waited for before any compute, each next one under the previous bucket's layers --
+    the same form. bucket_s 0: the unbucketed max(0, T - W)."""
+    if bucket_s <= 0.0 or total_s <= 0.0:
+        return max(0.0, total_s - window_s)
+    return max(bucket_s, total_s - window_s * (1.0 - bucket_s / total_s))
 
 
 def overlap_sm_cost_s(dp, lay, fwd_s: float, bwd_s: float, opts, sms: int | None) -> float:

@@ -100,6 +100,9 @@ class Options:
     # posted (isend/irecv) before the chunk's forward/backward and waited for after it, so a transfer
     # is exposed only past that chunk's compute (wanka.plan.pipeline_overlap); False: on the critical path
     pp_p2p_overlap: bool = False
+    # parameters per DP bucket (Megatron-Core DistributedDataParallelConfig.bucket_size); None: its
+    # default max(40M, 1M x dp x cp) (wanka.plan.exposure.dp_comm)
+    dp_bucket_params: float | None = None
     # interleaved pipeline (vpp > 1): the DP reduce-scatter of each model chunk starts when that chunk's
     # last backward ends, the all-gather of each chunk is due by its first forward (Megatron-Core
     # grad_sync_func / param_sync_func per chunk, wanka.plan.dp_schedule); False: one window per step
@@ -170,6 +173,11 @@ class DPComm:
     param_s: float  # parameter all-gather after the optimizer (zero >= 1)
     microbatch_rs_s: float  # > 0: gradients reduce-scattered every micro-batch (ZeRO-2 without a
     # per-step schedule), each this long; ZeRO-3 is priced by wanka.plan.zero3
+    # one bucket's reduction / gather (the largest group's): a bucket's collective starts only when
+    # all its gradients are in, so the last one runs after the backward (wanka.plan.dp_schedule);
+    # 0: not bucketed (the one-window closed forms)
+    grad_bucket_s: float = 0.0
+    param_bucket_s: float = 0.0
 
     def per_step_microbatches(self, lay) -> int:
         """Gradient reductions per step (wanka.plan.dp_schedule)."""
@@ -181,33 +189,33 @@ def dp_comm(cluster, lay, dense_params: float, expert_params: float, opts: Optio
     parameters, dp*cp/ep ranks at stride tp*ep for routed experts.
 
     Collectives are issued per bucket, each paying its latency: Megatron-Core's DDP bucket is
-    max(40M, 1M * dp) parameters (DistributedDataParallelConfig.bucket_size default). ZeRO-3 is
-    priced unit by unit by wanka.plan.zero3 (it needs the compute each gather hides under)."""
+    max(40M, 1M * dp) parameters (DistributedDataParallelConfig.bucket_size default) unless
+    Options.dp_bucket_params says what the run set. ZeRO-3 is priced unit by unit by
+    wanka.plan.zero3 (it needs the compute each gather hides under)."""
     size, stride = lay.group("dp_cp")
     e_size, e_stride = lay.group("expert_dp")
     w = 1 if lay.precision == "fp8" else 2
     g = opts.grad_bytes or (2 if lay.precision == "fp16" else 4)
 
-    def coll(kind, bytes_per_param, chunks):
-        total = 0.0
+    def coll(kind, bytes_per_param) -> tuple[float, float]:
+        """(all buckets, one bucket) of the collective over the dense and the expert groups."""
+        total = one = 0.0
         for params, n, st in ((dense_params, size, stride), (expert_params, e_size, e_stride)):
             if params > 0 and n > 1:
-                k = max(1, math.ceil(chunks(params, n)))
-                total += k * _ct(cluster, kind, params / k * bytes_per_param, n, st, opts.algorithm)
-        return total
-
-    def buckets(params, n):
-        return params / max(40e6, 1e6 * n)
+                k = max(1, math.ceil(params / (opts.dp_bucket_params or max(40e6, 1e6 * n))))
+                t = _ct(cluster, kind, params / k * bytes_per_param, n, st, opts.algorithm)
+                total, one = total + k * t, max(one, t)
+        return total, one
 
     if lay.zero == 0:
-        return DPComm(coll("all_reduce", g, buckets), 0.0, 0.0)
+        (ar, ar1) = coll("all_reduce", g)
+        return DPComm(ar, 0.0, 0.0, ar1)
     # with pipeline stages every framework syncs once per step: Megatron (no_sync_func), DeepSpeed's
     # pipeline engine, torch.distributed.pipelining (stage.py backward_maybe_with_nosync: FSDP's
     # set_requires_gradient_sync(last_backward))
     per_step = lay.microbatches <= 1 or lay.pp > 1 or opts.grad_sync == "per_step"
-    if lay.zero == 1 or (lay.zero == 2 and per_step):
-        return DPComm(coll("reduce_scatter", g, buckets), coll("all_gather", w, buckets), 0.0)
-    if lay.zero == 2:  # every micro-batch's gradients reduce-scattered (wanka.plan.dp_schedule)
-        rs = coll("reduce_scatter", g, buckets)
-        return DPComm(rs, coll("all_gather", w, buckets), rs)
+    if lay.zero in (1, 2):
+        (rs, rs1), (ag, ag1) = coll("reduce_scatter", g), coll("all_gather", w)
+        # zero=2 without a per-step schedule: every micro-batch's gradients (wanka.plan.dp_schedule)
+        return DPComm(rs, ag, 0.0 if lay.zero == 1 or per_step else rs, rs1, ag1)
     return DPComm(0.0, 0.0, 0.0)  # ZeRO-3 gathers unit by unit: wanka.plan.zero3

@@ -60,6 +60,7 @@ RULES = {
     "fp8_params": _FLAG,
     "dp_comm_ctas": ((lambda v: type(v) is int and 0 <= v <= 1024), "a whole number of CTAs, 0-1024 (0: not modelled)"),
     "pp_p2p_overlap": _FLAG,
+    "dp_bucket_params": ((lambda v: v is None or (_number(v) and v >= 1)), "parameters per DP bucket (>= 1) or None"),
     "dp_sync_per_chunk": _FLAG,
     "profile": ((lambda v: v is None or v in _profile_names()), "a framework profile name (wanka plan --framework) or None"),
 }

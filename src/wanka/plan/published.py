@@ -262,6 +262,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["recompute_modules"] = mods
     if isinstance(p.get("moe_capacity_factor"), (int, float)) and p["moe_capacity_factor"] > 0:
         kw["moe_capacity_factor"] = float(p["moe_capacity_factor"])  # token dropping, padded buffers
+    if isinstance(p.get("dp_bucket_params"), (int, float)) and p["dp_bucket_params"] >= 1:
+        kw["dp_bucket_params"] = float(p["dp_bucket_params"])  # the run's DDP bucket_size (parameters)
     if "eager" in fw and "compile" not in fw:  # no torch.compile: elementwise ops kernel by kernel
         kw["eager"] = True
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
