@@ -147,14 +147,15 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     # one forward and one backward transfer per model chunk; a blocking engine also pays the receive
     # of each (Options.pp_blocking_p2p: tests/plan/test_plan_megatron_deepspeed.py simulates it)
     p2p_mb = (4 if opts.pp_blocking_p2p else 2) * lay.vpp * p2p
-    if opts.pp_p2p_overlap and lay.vpp > 1:  # overlap_p2p_comm: hidden under the chunks (plan/interleaved.py)
-        p2p_mb = chunk_p2p_exposed_s(p2p, lay.vpp, fwd, bwd)
+    fill_mb = fwd + bwd + p2p_mb  # the fill and flush wait for every transfer
+    if opts.pp_p2p_overlap and lay.vpp > 1:  # overlap_p2p_comm: hidden under the chunks of the 1F1B
+        p2p_mb = chunk_p2p_exposed_s(p2p, lay.vpp, fwd, bwd)  # body only (plan/interleaved.py)
     m = lay.microbatches
     per_mb = fwd + bwd + p2p_mb
     if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)
         bubble_s = (lay.pp / 2 - 1) * (fwd + 0.5 * bwd)
     else:
-        bubble_s = (lay.pp - 1) / lay.vpp * per_mb
+        bubble_s = (lay.pp - 1) / lay.vpp * fill_mb
     pipeline_s = m * per_mb + bubble_s
 
     ranks = range(lay.pp // 2) if dualpipe else distinct_stages(model, lay.pp)

@@ -8,8 +8,11 @@ Two mechanisms of `forward_backward_pipelining_with_interleaving`
       training_results_v4.0 gpt3/implementations/nemo/conf/megatron_gpt_config_custom.yaml, v5.0/v5.1
       llama31_*): the send/recv of a chunk's activation (gradient) is posted with isend/irecv before
       the next chunk's forward (backward) runs and waited for after it, so per chunk and direction
-      only max(0, transfer - chunk compute) is on the critical path. Without it (or with vpp = 1,
-      where the option does not apply) each transfer is serialised with the compute.
+      only max(0, transfer - chunk compute) is on the critical path -- in the 1F1B body: "the PP
+      communications in pipeline fill and flush are still exposed" (NeMo docs, features/
+      optimizations/communication_overlap.rst), so the bubble keeps them (plan/estimate.py).
+      Without it (or with vpp = 1, where the option does not apply) each transfer is serialised
+      with the compute.
 
   data-parallel sync per chunk (Options.dp_sync_per_chunk): Megatron-Core calls grad_sync_func
       [chunk] as soon as a chunk's backward of the last micro-batch is done (is_last_microbatch_
