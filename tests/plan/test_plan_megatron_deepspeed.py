@@ -109,3 +109,64 @@ def test_deepspeeds_blocking_pipeline_pays_four_transfers_per_micro_batch():
     assert ds.pp_blocking_p2p
     batched = estimate(m_, c, lay, options=dataclasses.replace(ds, pp_blocking_p2p=False))
     assert estimate(m_, c, lay, options=ds).breakdown["pp_comm"] == approx(2 * batched.breakdown["pp_comm"])
+
+
+def _bloom():
+    r = next(r for r in load_rows("megatron_deepspeed") if r["id"].startswith("bloom"))
+    m, c, (lay, _) = row_model(r), row_cluster(r), row_layout(r)
+    return m, c, lay, framework_options(r, lay)
+
+
+def test_bf16_optimizer_accumulates_in_fp32_on_every_micro_batch_of_the_slowest_stage():
+    """DeepSpeed BF16_Optimizer.update_hp_grads (bf16_optimizer.py@56c522386) after every backward: 18 B per
+    local parameter, 12 B beyond Megatron-LM's 16-bit in-place add; on the critical path of each micro-batch,
+    so the bubble carries it too. Closed form: the breakdown's grad_accum is m x 12 B x the stage's params / HBM."""
+    from wanka.plan import bf16_optimizer as B
+    from wanka.plan import efficiency as E
+    from wanka.plan.memory import _stage_params, distinct_stages
+
+    m, c, lay, ds = _bloom()
+    assert ds.bf16_optimizer and lay.precision == "bf16"
+    with_it = estimate(m, c, lay, options=ds)
+    without = estimate(m, c, lay, options=dataclasses.replace(ds, bf16_optimizer=False))
+    lay = with_it.layout  # resolved: micro-batches
+    per_stage = [12.0 * sum(_stage_params(m, lay, i)) / E.hbm_Bps(c.gpu) for i in distinct_stages(m, lay.pp)]
+    accum_mb = with_it.breakdown["grad_accum"] / lay.microbatches
+    assert any(accum_mb == approx_(v) for v in per_stage)  # the pace-setting stage's own parameters
+    assert B.UPDATE_HP_GRADS_BYTES - B.REFERENCE_ACCUM_BYTES == 12.0
+    assert without.breakdown["grad_accum"] == 0.0
+    # at least m + pp - 1 micro-batch slots of it (the bubble carries it too)
+    assert with_it.step_time_s - without.step_time_s > (lay.microbatches + lay.pp - 1) * min(per_stage)
+
+
+def test_bf16_optimizer_all_reduces_fp32_gradients_instead_of_a_16_bit_reduce_scatter():
+    """_bf16_reduce_grads all-reduces the full fp32 buffer (4 B per element: twice the bytes of a 16-bit
+    all-reduce), then step() all-gathers the bf16 partitions: more than twice ZeRO-1's RS(2 B) + AG(2 B)."""
+    from wanka.plan.exposure import dp_comm
+    from wanka.plan.memory import _stage_params
+
+    m, c, lay, ds = _bloom()
+    lay = lay.resolve(c.gpus, m)
+    dense, expert = _stage_params(m, lay, 1)
+    fp32 = dp_comm(c, lay, dense, expert, ds)
+    zero1 = dp_comm(c, lay, dense, expert, dataclasses.replace(ds, bf16_optimizer=False))
+    assert fp32.param_s == approx_(zero1.param_s)  # the same bf16 all-gather after the step
+    assert fp32.grad_s > 3.5 * zero1.grad_s  # all-reduce (2x a reduce-scatter's traffic) of 2x the bytes
+
+
+def test_bf16_optimizer_is_bf16_only():
+    """MT-NLG trained in fp16 (FP16 optimizer, autograd's in-place 16-bit accumulation): nothing added."""
+    for r in load_rows("megatron_deepspeed"):
+        if r["id"].startswith("mtnlg"):
+            lay = row_layout(r)[0]
+            e = estimate(row_model(r), row_cluster(r), lay, options=framework_options(r, lay))
+            assert lay.precision == "fp16" and e.breakdown["grad_accum"] == 0.0
+
+
+def test_bloom_is_within_five_percent_with_the_bf16_optimizer():
+    r = next(r for r in load_rows("megatron_deepspeed") if r["id"].startswith("bloom"))
+    assert abs(check_row(r).error) < 0.05
+
+
+def approx_(v):
+    return __import__("pytest").approx(v, rel=1e-9)

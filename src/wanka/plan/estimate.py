@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from wanka.cluster import Cluster
 from wanka.errors import SpecError
 from wanka.layout import Layout
+from wanka.plan import bf16_optimizer as ds_bf16
 from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
@@ -136,8 +137,15 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         return fwd, bwd, rec, comm, runs
 
     # every distinct stage (dense/MoE mix, output layer) is priced; the slowest sets the pace
-    stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in distinct_stages(model, lay.pp)}
-    fwd, bwd, rec, comm, runs = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
+    accum = 0.0
+    if ds_bf16.applies(opts, lay):  # each stage's compute plus its own fp32 accumulation (plan/bf16_optimizer.py)
+        priced = [(stage_pass(*stage_layers(model, lay.pp, i), i == lay.pp - 1),
+                   ds_bf16.accumulate_s(sum(_stage_params(model, lay, i)), E.hbm_Bps(gpu)))
+                  for i in distinct_stages(model, lay.pp)]
+        (fwd, bwd, rec, comm, runs), accum = max(priced, key=lambda r: r[0][0] + r[0][1] + r[1])
+    else:
+        stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in distinct_stages(model, lay.pp)}
+        fwd, bwd, rec, comm, runs = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
 
     # each TP rank sends 1/tp of the activation with sequence parallelism or Megatron's scatter/gather
     # (Narayanan et al. SC'21 s.4.1); DeepSpeed's pipeline engine sends the whole output tensor
@@ -146,19 +154,19 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     # one forward and one backward transfer per model chunk; a blocking engine also pays the receive
     # of each (Options.pp_blocking_p2p: tests/plan/test_plan_megatron_deepspeed.py simulates it)
     p2p_mb = (4 if opts.pp_blocking_p2p else 2) * lay.vpp * p2p
-    m = lay.microbatches
-    per_mb = fwd + bwd + p2p_mb
-    if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)
-        bubble_s = (lay.pp / 2 - 1) * (fwd + 0.5 * bwd)
-    else:
-        bubble_s = (lay.pp - 1) / lay.vpp * per_mb
-    pipeline_s = m * per_mb + bubble_s
-
     ranks = range(lay.pp // 2) if dualpipe else distinct_stages(model, lay.pp)
     fullest = max((rank_stages(lay, r, dualpipe) for r in ranks),
                   key=lambda sts: sum(sum(_stage_params(model, lay, i)) for i in sts))
     dense_p = sum(_stage_params(model, lay, i)[0] for i in fullest)
     expert_p = sum(_stage_params(model, lay, i)[1] for i in fullest)
+
+    m = lay.microbatches
+    per_mb = fwd + bwd + p2p_mb + accum
+    if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)
+        bubble_s = (lay.pp / 2 - 1) * (fwd + 0.5 * bwd)
+    else:
+        bubble_s = (lay.pp - 1) / lay.vpp * per_mb
+    pipeline_s = m * per_mb + bubble_s
     dp = dp_comm(cluster, lay, dense_p, expert_p, opts)
     dp_exposed = exposed_dp_s(dp, lay, fwd, bwd, opts)  # the framework's schedule: plan/dp_schedule.py
     dp_exposed += overlap_sm_cost_s(dp, lay, fwd, bwd, opts, gpu.sms)  # SMs held by the overlapped collectives
@@ -183,6 +191,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         "cp_comm": m * comm["cp"],
         "ep_comm": m * comm["ep"],
         "pp_comm": m * p2p_mb,
+        "grad_accum": m * accum,
         "pipeline_bubble": bubble_s,
         "dp_comm": dp_exposed + z3,
         "optimizer": optimizer_s,

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from wanka.comm import collective_time, group_for_stride
+from wanka.plan import bf16_optimizer as ds_bf16
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,9 @@ class Options:
     # compute (NCCL_MIN_CTAS); the overlapped compute slows by 1/(1 - ctas/SMs) (wanka.plan.dp_schedule).
     # 0: not modelled
     dp_comm_ctas: int = 0
+    # DeepSpeed's BF16_Optimizer (wanka.plan.bf16_optimizer; bf16 runs at ZeRO stage 0/1 only): every
+    # micro-batch's bf16 gradients added into a full fp32 buffer, that buffer all-reduced in fp32
+    bf16_optimizer: bool = False
     # the framework profile these Options came from (wanka.plan.frameworks); it names the
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None
@@ -191,6 +195,8 @@ def dp_comm(cluster, lay, dense_params: float, expert_params: float, opts: Optio
     def buckets(params, n):
         return params / max(40e6, 1e6 * n)
 
+    if ds_bf16.applies(opts, lay):  # the fp32 buffer all-reduced, bf16 partitions all-gathered
+        return DPComm(coll("all_reduce", ds_bf16.GRAD_ALLREDUCE_BYTES, buckets), coll("all_gather", w, buckets), 0.0)
     if lay.zero == 0:
         return DPComm(coll("all_reduce", g, buckets), 0.0, 0.0)
     # with pipeline stages every framework syncs once per step: Megatron (no_sync_func), DeepSpeed's

@@ -41,6 +41,10 @@ _DS_BLOCKING = ("DeepSpeed runtime/pipe/p2p.py send/recv assert async_op == Fals
                 "of schedule.py TrainSchedule: (m + pp - 1)(F + B + 4T))")
 _DS_COMM_DTYPE = ("DeepSpeed runtime/engine.py communication_data_type: unless configured, gradients are reduced in "
                   "the training dtype (fp16/bf16), 2 bytes, not in fp32")
+_DS_BF16 = ("DeepSpeed BF16_Optimizer (runtime/bf16_optimizer.py@56c522386, 'bf16+pipeline parallelism', 2022-04; "
+            "the pipeline engine takes bf16 only at ZeRO stage 0 with it): update_hp_grads adds every micro-batch's "
+            "bf16 gradients into a full fp32 buffer (18 B per parameter), _bf16_reduce_grads all-reduces that fp32 "
+            "buffer, step() all-gathers the bf16 partitions (plan/bf16_optimizer.py)")
 _OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
              "materialised (fused scale-mask-softmax kernels, still s x s in HBM)")
 _NO_TP_OVERLAP = "Megatron-LM before Megatron-Core/TE userbuffers (2023) ran TP collectives between the GEMMs"
@@ -117,7 +121,7 @@ _MC2 = ("MindSpeed-LLM MC2 (--use-mc2; the README's performance table is measure
         "npu_all_gather_base_mm and npu_mm_reduce_scatter_base fuse the sequence-parallel all-gather/reduce-scatter "
         "into the matmul (modellink/core/tensor_parallel/ascend_turbo/mc2_linears_seq_parallel.py@75f2e902022c); "
         "the hidden fraction 0.5 is the same assumption as Transformer Engine's")
-_DS_PIPE_SWITCHES = dict(grad_sync="per_step", dp_overlap=False, param_gather_overlap=False)
+_DS_PIPE_SWITCHES = dict(grad_sync="per_step", dp_overlap=False, param_gather_overlap=False, bf16_optimizer=True)
 
 PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("megatron-core", "Megatron-Core (2023-): distributed optimizer, overlapped DP, TE TP overlap",
@@ -141,17 +145,17 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("megatron-deepspeed", "Megatron-DeepSpeed (BLOOM, MT-NLG era, 2021-2022): DeepSpeed pipeline "
               "engine, ZeRO-1, unfused attention",
               dict(attention="unfused", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
-                   pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True),
+                   pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True, bf16_optimizer=True),
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP, "dp_overlap": _DS_REDUCE,
                "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE, "pp_scatter_gather": _DS_P2P,
-               "pp_blocking_p2p": _DS_BLOCKING,
+               "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
                "grad_bytes": _DS_COMM_DTYPE},
               pipeline_switches=_DS_PIPE_SWITCHES),
     Framework("deepspeed", "DeepSpeed ZeRO (engine without pipeline): reduce at the boundary (ZeRO-1), every "
               "micro-batch with overlap_comm (ZeRO-2), per-submodule fetch (ZeRO-3)",
               dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight", grad_bytes=2, pp_blocking_p2p=True),
               {"dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_bytes": _DS_COMM_DTYPE,
-               "pp_blocking_p2p": _DS_BLOCKING,
+               "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
                "zero3_unit": "DeepSpeed ZeRO-3 fetches parameters per submodule (runtime/zero/partitioned_param_"
                              "coordinator.py)", "grad_sync": _DS_PIPE},
               pipeline_switches=_DS_PIPE_SWITCHES,
