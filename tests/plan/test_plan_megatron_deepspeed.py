@@ -9,7 +9,7 @@ from wanka.plan.published import check_row, framework_options, load_rows, row_cl
 
 def test_rows_are_priced_with_the_pipeline_engine_schedule():
     rows = load_rows("megatron_deepspeed")
-    assert len(rows) == 4
+    assert len(rows) == 6
     for r in rows:
         c = check_row(r)
         assert c.skipped is None and c.basis == "tokens/s"
@@ -155,9 +155,10 @@ def test_bf16_optimizer_all_reduces_fp32_gradients_instead_of_a_16_bit_reduce_sc
 
 
 def test_bf16_optimizer_is_bf16_only():
-    """MT-NLG trained in fp16 (FP16 optimizer, autograd's in-place 16-bit accumulation): nothing added."""
+    """MT-NLG and GLM-130B trained in fp16 (FP16 optimizer / ZeRO-1, autograd's in-place 16-bit
+    accumulation): nothing added."""
     for r in load_rows("megatron_deepspeed"):
-        if r["id"].startswith("mtnlg"):
+        if r["id"].startswith(("mtnlg", "glm")):
             lay = row_layout(r)[0]
             e = estimate(row_model(r), row_cluster(r), lay, options=framework_options(r, lay))
             assert lay.precision == "fp16" and e.breakdown["grad_accum"] == 0.0
@@ -170,3 +171,23 @@ def test_bloom_is_within_five_percent_with_the_bf16_optimizer():
 
 def approx_(v):
     return __import__("pytest").approx(v, rel=1e-9)
+
+
+def test_glm_130b_rows_are_thudms_logged_speed_tests_on_40gb_a100s():
+    """THUDM/GLM-130B logs/main-log-en.md@00f6ea61: 96 nodes, TP 4 x PP 8 x DP 24, 88.5 s/iter at batch
+    4224 and 122.5 s/iter at 6144; the logged TFLOPS are the executed FLOPs (one recomputed forward):
+    134 and 141 x 768 GPUs x s/iter within 1.5% of 8 x non-embedding params + attention + head per token."""
+    glm = [r for r in load_rows("megatron_deepspeed") if r["id"].startswith("glm")]
+    assert [r["parallelism"]["global_batch_size_seqs"] for r in glm] == [4224, 6144]
+    for r in glm:
+        m, c, (lay, _) = row_model(r), row_cluster(r), row_layout(r)
+        assert c.gpu.name == "a100-40gb" and c.gpus == 768 and (lay.tp, lay.pp) == (4, 8)
+        check = check_row(r)
+        assert check.fits and check.memory_GiB < 40  # ZeRO-1 (the unsharded Adam state would not fit)
+        a = r["architecture"]
+        h, layers, s, v = a["hidden_size"], a["layers"], a["seq_len"], a["vocab_size"]
+        per_layer = 4 * h * h + 3 * h * a["ffn_hidden_size"]  # QKV + proj, GeGLU's three matrices
+        executed = 8 * layers * per_layer + 4 * 4 * s * h * layers + 6 * h * v  # per token: fwd + recompute + 2x bwd
+        tokens = r["parallelism"]["global_batch_size_seqs"] * s
+        logged = r["result"]["tflops_per_gpu"] * 1e12 * 768 * r["result"]["iteration_time_s"]
+        assert abs(executed * tokens / logged - 1) < 0.015
