@@ -164,9 +164,10 @@ def test_bf16_optimizer_is_bf16_only():
             assert lay.precision == "fp16" and e.breakdown["grad_accum"] == 0.0
 
 
-def test_bloom_is_within_five_percent_with_the_bf16_optimizer():
+def test_bloom_is_within_six_percent_with_the_bf16_optimizer_and_the_layer_overhead():
+    """+9.5% before either, +3.4% with BF16_Optimizer, -5.2% with the measured per-layer overhead too."""
     r = next(r for r in load_rows("megatron_deepspeed") if r["id"].startswith("bloom"))
-    assert abs(check_row(r).error) < 0.05
+    assert abs(check_row(r).error) < 0.06
 
 
 def approx_(v):
@@ -194,9 +195,58 @@ def test_glm_130b_rows_are_thudms_logged_speed_tests_on_40gb_a100s():
 
 
 def test_set_median_holds_where_it_reached():
-    """Median |error| of the six rows: 22.7% (Dec 2026, BF16_Optimizer priced; the fp16 rows' gap is
-    open, docs/plan.md Limits) -- held at that plus 2 points."""
+    """Median |error| of the six rows: 3.4% (Dec 2026: BF16_Optimizer and the measured per-layer
+    overhead priced; 22.7% before the overhead) -- held at that plus 2 points."""
     from wanka.plan.published import summary
 
     s = summary([check_row(r) for r in load_rows("megatron_deepspeed")])
-    assert s["compared"] == 6 and s["median_abs_error"] <= 0.247
+    assert s["compared"] == 6 and s["median_abs_error"] <= 0.054
+
+
+# BigScience's MBS sweep (bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md@9e64ede,
+# "48 node contenders", 2022-02-21): 181B (NHIDDEN 14336, 72 layers), TP 8, GBS 2048, 384 A100 80GB,
+# (dp, pp, mbs, seconds per iteration)
+_BIGSCIENCE_MBS_SWEEP = ((4, 12, 1, 143.31), (4, 12, 2, 134.02), (4, 12, 4, 123.69), (4, 12, 8, 129.26),
+                         (8, 6, 1, 139.82), (8, 6, 2, 131.02), (8, 6, 4, 121.48))
+
+
+def test_layer_overhead_is_what_bigscience_mbs_sweep_measures():
+    """The profile's fixed cost per layer per micro-batch is the least-squares slope of (measured - priced
+    without it) over (micro-batch slots x layers per stage) on the sweep; fails when the compute model
+    moves far enough that the constant needs re-deriving. The sweep does not state its head count:
+    112 (BLOOM's) and 64 bracket it."""
+    import copy
+
+    from wanka.plan.frameworks import PROFILES
+    from wanka.plan.memory import stage_layers
+
+    base = next(r for r in load_rows("megatron_deepspeed") if r["id"].startswith("bloom"))
+    const = PROFILES["megatron-deepspeed"].switches["layer_microbatch_overhead_s"]
+    slopes = []
+    for heads in (112, 64):
+        xs, ys = [], []
+        for dp, pp, mbs, it in _BIGSCIENCE_MBS_SWEEP:
+            r = copy.deepcopy(base)
+            r["architecture"].update(layers=72, hidden_size=14336, attention_heads=heads, kv_heads=heads,
+                                     head_dim=14336 // heads)
+            r["parallelism"].update(tp=8, pp=pp, dp=dp, micro_batch_size=mbs, precision="FP16", zero_or_fsdp="ZeRO-1")
+            m, c, (lay, _) = row_model(r), row_cluster(r), row_layout(r)
+            opts = dataclasses.replace(framework_options(r, lay), layer_microbatch_overhead_s=0.0)
+            e = estimate(m, c, lay, options=opts)
+            xs.append((e.layout.microbatches + pp - 1) * max(sum(stage_layers(m, pp, i)) for i in range(pp)))
+            ys.append(it - e.step_time_s)
+        slopes.append(sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs))
+    assert min(slopes) * 0.95 <= const <= max(slopes) * 1.05, (slopes, const)
+
+
+def test_layer_overhead_is_paid_per_layer_per_micro_batch_slot():
+    """m x layers x 11 ms in the breakdown; the bubble carries it too (each of the pp - 1 fill/drain slots)."""
+    r = next(r for r in load_rows("megatron_deepspeed") if r["id"] == "mtnlg_530b_2240gpu")
+    m, c, (lay, _) = row_model(r), row_cluster(r), row_layout(r)
+    ds = framework_options(r, lay)
+    on = estimate(m, c, lay, options=ds)
+    off = estimate(m, c, lay, options=dataclasses.replace(ds, layer_microbatch_overhead_s=0.0))
+    lay = on.layout
+    per_mb = 3 * ds.layer_microbatch_overhead_s  # 105 layers over 35 stages
+    assert on.breakdown["framework_overhead"] == approx_(lay.microbatches * per_mb)
+    assert on.step_time_s - off.step_time_s == approx_((lay.microbatches + lay.pp - 1) * per_mb)

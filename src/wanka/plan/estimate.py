@@ -137,12 +137,18 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         return fwd, bwd, rec, comm, runs
 
     # every distinct stage (dense/MoE mix, output layer) is priced; the slowest sets the pace
-    accum = 0.0
-    if ds_bf16.applies(opts, lay):  # each stage's compute plus its own fp32 accumulation (plan/bf16_optimizer.py)
-        priced = [(stage_pass(*stage_layers(model, lay.pp, i), i == lay.pp - 1),
-                   ds_bf16.accumulate_s(sum(_stage_params(model, lay, i)), E.hbm_Bps(gpu)))
+    accum = overhead = 0.0
+    bf16_opt = ds_bf16.applies(opts, lay)
+    if bf16_opt or opts.layer_microbatch_overhead_s:
+        # each stage's compute plus what it pays per micro-batch beside it: BF16_Optimizer's fp32
+        # accumulation of its own parameters (plan/bf16_optimizer.py) and the framework's fixed cost
+        # per layer (Options.layer_microbatch_overhead_s)
+        def extras(i: int) -> tuple[float, float]:
+            acc = ds_bf16.accumulate_s(sum(_stage_params(model, lay, i)), E.hbm_Bps(gpu)) if bf16_opt else 0.0
+            return acc, sum(stage_layers(model, lay.pp, i)) * opts.layer_microbatch_overhead_s
+        priced = [(stage_pass(*stage_layers(model, lay.pp, i), i == lay.pp - 1), *extras(i))
                   for i in distinct_stages(model, lay.pp)]
-        (fwd, bwd, rec, comm, runs), accum = max(priced, key=lambda r: r[0][0] + r[0][1] + r[1])
+        (fwd, bwd, rec, comm, runs), accum, overhead = max(priced, key=lambda r: r[0][0] + r[0][1] + r[1] + r[2])
     else:
         stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in distinct_stages(model, lay.pp)}
         fwd, bwd, rec, comm, runs = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
@@ -161,7 +167,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     expert_p = sum(_stage_params(model, lay, i)[1] for i in fullest)
 
     m = lay.microbatches
-    per_mb = fwd + bwd + p2p_mb + accum
+    per_mb = fwd + bwd + p2p_mb + accum + overhead
     if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)
         bubble_s = (lay.pp / 2 - 1) * (fwd + 0.5 * bwd)
     else:
@@ -192,6 +198,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         "ep_comm": m * comm["ep"],
         "pp_comm": m * p2p_mb,
         "grad_accum": m * accum,
+        "framework_overhead": m * overhead,
         "pipeline_bubble": bubble_s,
         "dp_comm": dp_exposed + z3,
         "optimizer": optimizer_s,

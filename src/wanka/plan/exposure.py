@@ -100,6 +100,10 @@ class Options:
     # DeepSpeed's BF16_Optimizer (wanka.plan.bf16_optimizer; bf16 runs at ZeRO stage 0/1 only): every
     # micro-batch's bf16 gradients added into a full fp32 buffer, that buffer all-reduced in fp32
     bf16_optimizer: bool = False
+    # seconds per transformer layer per micro-batch that the framework spends beside the kernels priced
+    # here (forward, recompute and backward together), on every stage's critical path; 0: none. The
+    # megatron-deepspeed profile's value is measured, not explained (plan/frameworks.py _DS_LAYER_OVERHEAD)
+    layer_microbatch_overhead_s: float = 0.0
     # the framework profile these Options came from (wanka.plan.frameworks); it names the
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None

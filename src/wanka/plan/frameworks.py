@@ -45,6 +45,18 @@ _DS_BF16 = ("DeepSpeed BF16_Optimizer (runtime/bf16_optimizer.py@56c522386, 'bf1
             "the pipeline engine takes bf16 only at ZeRO stage 0 with it): update_hp_grads adds every micro-batch's "
             "bf16 gradients into a full fp32 buffer (18 B per parameter), _bf16_reduce_grads all-reduces that fp32 "
             "buffer, step() all-gathers the bf16 partitions (plan/bf16_optimizer.py)")
+# Measured, not explained: BigScience's MBS sweep at fixed layouts on Jean Zay's A100 80GB
+# (bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md@9e64ede, "48 node contenders",
+# 2022-02-21: 181B, NHIDDEN 14336, 72 layers, TP8, DP4 PP12 at MBS 1/2/4/8 = 143.31/134.02/123.69/129.26
+# s per iteration, DP8 PP6 at MBS 1/2/4 = 139.82/131.02/121.48 s, GBS 2048): smaller micro-batches are
+# slower per token by far more than wanka's kernels and bubble say; least squares of (measured - priced)
+# over (micro-batch slots x layers per stage) gives 11-12 ms per layer per micro-batch (11.0 with 112
+# heads, 12.2 with 64: the sweep's head count is not stated), without a trend in MBS or in layers per
+# stage. Megatron-LM's own runs at MBS 1 (SC'21, calibration set) show no such cost, so it belongs to the
+# Megatron-DeepSpeed path (DeepSpeed activation checkpointing, pipeline engine); which part is not found.
+_DS_LAYER_OVERHEAD_S = 0.011
+_DS_LAYER_OVERHEAD = ("a fixed cost per layer per micro-batch of the 2021-22 Megatron-DeepSpeed path, 11 ms, measured "
+                      "from BigScience's MBS sweep (chronicles-prequel.md@9e64ede) -- not attributed to a mechanism")
 _OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
              "materialised (fused scale-mask-softmax kernels, still s x s in HBM)")
 _NO_TP_OVERLAP = "Megatron-LM before Megatron-Core/TE userbuffers (2023) ran TP collectives between the GEMMs"
@@ -145,11 +157,12 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("megatron-deepspeed", "Megatron-DeepSpeed (BLOOM, MT-NLG era, 2021-2022): DeepSpeed pipeline "
               "engine, ZeRO-1, unfused attention",
               dict(attention="unfused", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
-                   pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True, bf16_optimizer=True),
+                   pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True, bf16_optimizer=True,
+                   layer_microbatch_overhead_s=_DS_LAYER_OVERHEAD_S),
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP, "dp_overlap": _DS_REDUCE,
                "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE, "pp_scatter_gather": _DS_P2P,
                "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
-               "grad_bytes": _DS_COMM_DTYPE},
+               "layer_microbatch_overhead_s": _DS_LAYER_OVERHEAD, "grad_bytes": _DS_COMM_DTYPE},
               pipeline_switches=_DS_PIPE_SWITCHES),
     Framework("deepspeed", "DeepSpeed ZeRO (engine without pipeline): reduce at the boundary (ZeRO-1), every "
               "micro-batch with overlap_comm (ZeRO-2), per-submodule fetch (ZeRO-3)",

@@ -60,6 +60,7 @@ RULES = {
     "fp8_params": _FLAG,
     "dp_comm_ctas": ((lambda v: type(v) is int and 0 <= v <= 1024), "a whole number of CTAs, 0-1024 (0: not modelled)"),
     "bf16_optimizer": _FLAG,
+    "layer_microbatch_overhead_s": ((lambda v: _number(v) and 0.0 <= v < 1.0), "seconds per layer per micro-batch, in [0, 1)"),
     "profile": ((lambda v: v is None or v in _profile_names()), "a framework profile name (wanka plan --framework) or None"),
 }
 
