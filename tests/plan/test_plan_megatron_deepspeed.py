@@ -250,3 +250,15 @@ def test_layer_overhead_is_paid_per_layer_per_micro_batch_slot():
     per_mb = 3 * ds.layer_microbatch_overhead_s  # 105 layers over 35 stages
     assert on.breakdown["framework_overhead"] == approx_(lay.microbatches * per_mb)
     assert on.step_time_s - off.step_time_s == approx_((lay.microbatches + lay.pp - 1) * per_mb)
+
+
+def test_deepspeed_named_with_megatron_is_the_megatron_deepspeed_profile():
+    from wanka.plan.frameworks import family_of
+
+    for text in ("DeepSpeed + Megatron-LM (MT-NLG, 2021)", "Megatron-LM and DeepSpeed", "Using DeepSpeed and Megatron",
+                 "in-house, DeepSpeed pipeline engine (2022)"):
+        assert family_of(text, "ZeRO-1") == "megatron-deepspeed", text
+    # SC'21's "Megatron-LM / DeepSpeed ZeRO-3" names alternatives, not one stack
+    assert family_of("Megatron-LM / DeepSpeed ZeRO-3 (2021)", "none") == "megatron-lm"
+    assert family_of("Megatron-LM / DeepSpeed ZeRO-3 (2021)", "ZeRO-3 via DeepSpeed") == "deepspeed"
+    assert family_of("DeepSpeed ZeRO-3 with pipeline off", "ZeRO-3") == "deepspeed"

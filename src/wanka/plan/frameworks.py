@@ -12,6 +12,7 @@ framework text to one (published.framework_options). docs/plan.md "Framework pro
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from wanka.errors import SpecError
@@ -216,6 +217,12 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
     if any(k in fw for k in ("core", "nemo", "bridge", "mcore")):
         return "megatron-core"
     if any(k in fw for k in ("megatron-deepspeed", "megatron deepspeed", "megatron-ds")):
+        return "megatron-deepspeed"
+    # both named as one stack ("DeepSpeed + Megatron-LM", "Megatron and DeepSpeed", MT-NLG's "Using
+    # DeepSpeed and Megatron"), or DeepSpeed's pipeline engine named -- not "Megatron-LM / DeepSpeed"
+    # (SC'21's table of alternatives)
+    if re.search(r"deepspeed\s*(\+|&|and|with)\s*megatron|megatron(-lm)?\s*(\+|&|and|with)\s*deepspeed", fw) \
+            or ("deepspeed" in fw and "pipeline" in fw and "zero-3" not in zero):
         return "megatron-deepspeed"
     if "deepspeed" in fw and ("megatron" not in fw or "deepspeed" in zero):
         return "deepspeed"
