@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from wanka.cluster import Cluster
 from wanka.errors import SpecError
 from wanka.layout import Layout
+from wanka.plan import bf16_optimizer as ds_bf16
 from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
@@ -137,8 +138,21 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         return fwd, bwd, rec, comm, runs
 
     # every distinct stage (dense/MoE mix, output layer) is priced; the slowest sets the pace
-    stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in distinct_stages(model, lay.pp)}
-    fwd, bwd, rec, comm, runs = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
+    accum = overhead = 0.0
+    bf16_opt = ds_bf16.applies(opts, lay)
+    if bf16_opt or opts.layer_microbatch_overhead_s:
+        # each stage's compute plus what it pays per micro-batch beside it: BF16_Optimizer's fp32
+        # accumulation of its own parameters (plan/bf16_optimizer.py) and the framework's fixed cost
+        # per layer (Options.layer_microbatch_overhead_s)
+        def extras(i: int) -> tuple[float, float]:
+            acc = ds_bf16.accumulate_s(sum(_stage_params(model, lay, i)), E.hbm_Bps(gpu)) if bf16_opt else 0.0
+            return acc, sum(stage_layers(model, lay.pp, i)) * opts.layer_microbatch_overhead_s
+        priced = [(stage_pass(*stage_layers(model, lay.pp, i), i == lay.pp - 1), *extras(i))
+                  for i in distinct_stages(model, lay.pp)]
+        (fwd, bwd, rec, comm, runs), accum, overhead = max(priced, key=lambda r: r[0][0] + r[0][1] + r[1] + r[2])
+    else:
+        stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in distinct_stages(model, lay.pp)}
+        fwd, bwd, rec, comm, runs = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
 
     # each TP rank sends 1/tp of the activation with sequence parallelism or Megatron's scatter/gather
     # (Narayanan et al. SC'21 s.4.1); DeepSpeed's pipeline engine sends the whole output tensor
@@ -147,22 +161,22 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     # one forward and one backward transfer per model chunk; a blocking engine also pays the receive
     # of each (Options.pp_blocking_p2p: tests/plan/test_plan_megatron_deepspeed.py simulates it)
     p2p_mb = (4 if opts.pp_blocking_p2p else 2) * lay.vpp * p2p
-    fill_mb = fwd + bwd + p2p_mb  # the fill and flush wait for every transfer
-    if opts.pp_p2p_overlap and lay.vpp > 1:  # overlap_p2p_comm: hidden under the chunks of the 1F1B
-        p2p_mb = chunk_p2p_exposed_s(p2p, lay.vpp, fwd, bwd)  # body only (plan/interleaved.py)
-    m = lay.microbatches
-    per_mb = fwd + bwd + p2p_mb
-    if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)
-        bubble_s = (lay.pp / 2 - 1) * (fwd + 0.5 * bwd)
-    else:
-        bubble_s = (lay.pp - 1) / lay.vpp * fill_mb
-    pipeline_s = m * per_mb + bubble_s
-
     ranks = range(lay.pp // 2) if dualpipe else distinct_stages(model, lay.pp)
     fullest = max((rank_stages(lay, r, dualpipe) for r in ranks),
                   key=lambda sts: sum(sum(_stage_params(model, lay, i)) for i in sts))
     dense_p = sum(_stage_params(model, lay, i)[0] for i in fullest)
     expert_p = sum(_stage_params(model, lay, i)[1] for i in fullest)
+
+    fill_mb = fwd + bwd + p2p_mb + accum + overhead  # the fill and flush wait for every transfer
+    if opts.pp_p2p_overlap and lay.vpp > 1:  # overlap_p2p_comm: hidden under the chunks of the 1F1B
+        p2p_mb = chunk_p2p_exposed_s(p2p, lay.vpp, fwd, bwd)  # body only (plan/interleaved.py)
+    m = lay.microbatches
+    per_mb = fwd + bwd + p2p_mb + accum + overhead
+    if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)
+        bubble_s = (lay.pp / 2 - 1) * (fwd + 0.5 * bwd)
+    else:
+        bubble_s = (lay.pp - 1) / lay.vpp * fill_mb
+    pipeline_s = m * per_mb + bubble_s
     dp = dp_comm(cluster, lay, dense_p, expert_p, opts)
     dp_exposed = exposed_dp_s(dp, lay, fwd, bwd, opts)  # the framework's schedule: plan/dp_schedule.py
     dp_exposed += overlap_sm_cost_s(dp, lay, fwd, bwd, opts, gpu.sms)  # SMs held by the overlapped collectives
@@ -187,6 +201,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         "cp_comm": m * comm["cp"],
         "ep_comm": m * comm["ep"],
         "pp_comm": m * p2p_mb,
+        "grad_accum": m * accum,
+        "framework_overhead": m * overhead,
         "pipeline_bubble": bubble_s,
         "dp_comm": dp_exposed + z3,
         "optimizer": optimizer_s,

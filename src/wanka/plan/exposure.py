@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from wanka.comm import collective_time, group_for_stride
+from wanka.plan import bf16_optimizer as ds_bf16
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,13 @@ class Options:
     # last backward ends, the all-gather of each chunk is due by its first forward (Megatron-Core
     # grad_sync_func / param_sync_func per chunk, wanka.plan.dp_schedule); False: one window per step
     dp_sync_per_chunk: bool = False
+    # DeepSpeed's BF16_Optimizer (wanka.plan.bf16_optimizer; bf16 runs at ZeRO stage 0/1 only): every
+    # micro-batch's bf16 gradients added into a full fp32 buffer, that buffer all-reduced in fp32
+    bf16_optimizer: bool = False
+    # seconds per transformer layer per micro-batch that the framework spends beside the kernels priced
+    # here (forward, recompute and backward together), on every stage's critical path; 0: none. The
+    # megatron-deepspeed profile's value is measured, not explained (plan/frameworks.py _DS_LAYER_OVERHEAD)
+    layer_microbatch_overhead_s: float = 0.0
     # the framework profile these Options came from (wanka.plan.frameworks); it names the
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None
@@ -207,6 +215,9 @@ def dp_comm(cluster, lay, dense_params: float, expert_params: float, opts: Optio
                 total, one = total + k * t, max(one, t)
         return total, one
 
+    if ds_bf16.applies(opts, lay):  # the fp32 buffer all-reduced, bf16 partitions all-gathered
+        (ar, ar1), (ag, ag1) = coll("all_reduce", ds_bf16.GRAD_ALLREDUCE_BYTES), coll("all_gather", w)
+        return DPComm(ar, ag, 0.0, ar1, ag1)
     if lay.zero == 0:
         (ar, ar1) = coll("all_reduce", g)
         return DPComm(ar, 0.0, 0.0, ar1)

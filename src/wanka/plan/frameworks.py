@@ -12,6 +12,7 @@ framework text to one (published.framework_options). docs/plan.md "Framework pro
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from wanka.errors import SpecError
@@ -41,6 +42,22 @@ _DS_BLOCKING = ("DeepSpeed runtime/pipe/p2p.py send/recv assert async_op == Fals
                 "of schedule.py TrainSchedule: (m + pp - 1)(F + B + 4T))")
 _DS_COMM_DTYPE = ("DeepSpeed runtime/engine.py communication_data_type: unless configured, gradients are reduced in "
                   "the training dtype (fp16/bf16), 2 bytes, not in fp32")
+_DS_BF16 = ("DeepSpeed BF16_Optimizer (runtime/bf16_optimizer.py@56c522386, 'bf16+pipeline parallelism', 2022-04; "
+            "the pipeline engine takes bf16 only at ZeRO stage 0 with it): update_hp_grads adds every micro-batch's "
+            "bf16 gradients into a full fp32 buffer (18 B per parameter), _bf16_reduce_grads all-reduces that fp32 "
+            "buffer, step() all-gathers the bf16 partitions (plan/bf16_optimizer.py)")
+# Measured, not explained: BigScience's MBS sweep at fixed layouts on Jean Zay's A100 80GB
+# (bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md@9e64ede, "48 node contenders",
+# 2022-02-21: 181B, NHIDDEN 14336, 72 layers, TP8, DP4 PP12 at MBS 1/2/4/8 = 143.31/134.02/123.69/129.26
+# s per iteration, DP8 PP6 at MBS 1/2/4 = 139.82/131.02/121.48 s, GBS 2048): smaller micro-batches are
+# slower per token by far more than wanka's kernels and bubble say; least squares of (measured - priced)
+# over (micro-batch slots x layers per stage) gives 11-12 ms per layer per micro-batch (11.0 with 112
+# heads, 12.2 with 64: the sweep's head count is not stated), without a trend in MBS or in layers per
+# stage. Megatron-LM's own runs at MBS 1 (SC'21, calibration set) show no such cost, so it belongs to the
+# Megatron-DeepSpeed path (DeepSpeed activation checkpointing, pipeline engine); which part is not found.
+_DS_LAYER_OVERHEAD_S = 0.011
+_DS_LAYER_OVERHEAD = ("a fixed cost per layer per micro-batch of the 2021-22 Megatron-DeepSpeed path, 11 ms, measured "
+                      "from BigScience's MBS sweep (chronicles-prequel.md@9e64ede) -- not attributed to a mechanism")
 _OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
              "materialised (fused scale-mask-softmax kernels, still s x s in HBM)")
 _NO_TP_OVERLAP = "Megatron-LM before Megatron-Core/TE userbuffers (2023) ran TP collectives between the GEMMs"
@@ -124,7 +141,7 @@ _MC2 = ("MindSpeed-LLM MC2 (--use-mc2; the README's performance table is measure
         "npu_all_gather_base_mm and npu_mm_reduce_scatter_base fuse the sequence-parallel all-gather/reduce-scatter "
         "into the matmul (modellink/core/tensor_parallel/ascend_turbo/mc2_linears_seq_parallel.py@75f2e902022c); "
         "the hidden fraction 0.5 is the same assumption as Transformer Engine's")
-_DS_PIPE_SWITCHES = dict(grad_sync="per_step", dp_overlap=False, param_gather_overlap=False)
+_DS_PIPE_SWITCHES = dict(grad_sync="per_step", dp_overlap=False, param_gather_overlap=False, bf16_optimizer=True)
 
 PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("megatron-core", "Megatron-Core (2023-): distributed optimizer, overlapped DP, TE TP overlap",
@@ -148,17 +165,18 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("megatron-deepspeed", "Megatron-DeepSpeed (BLOOM, MT-NLG era, 2021-2022): DeepSpeed pipeline "
               "engine, ZeRO-1, unfused attention",
               dict(attention="unfused", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
-                   pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True),
+                   pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True, bf16_optimizer=True,
+                   layer_microbatch_overhead_s=_DS_LAYER_OVERHEAD_S),
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP, "dp_overlap": _DS_REDUCE,
                "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE, "pp_scatter_gather": _DS_P2P,
-               "pp_blocking_p2p": _DS_BLOCKING,
-               "grad_bytes": _DS_COMM_DTYPE},
+               "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
+               "layer_microbatch_overhead_s": _DS_LAYER_OVERHEAD, "grad_bytes": _DS_COMM_DTYPE},
               pipeline_switches=_DS_PIPE_SWITCHES),
     Framework("deepspeed", "DeepSpeed ZeRO (engine without pipeline): reduce at the boundary (ZeRO-1), every "
               "micro-batch with overlap_comm (ZeRO-2), per-submodule fetch (ZeRO-3)",
               dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight", grad_bytes=2, pp_blocking_p2p=True),
               {"dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_bytes": _DS_COMM_DTYPE,
-               "pp_blocking_p2p": _DS_BLOCKING,
+               "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
                "zero3_unit": "DeepSpeed ZeRO-3 fetches parameters per submodule (runtime/zero/partitioned_param_"
                              "coordinator.py)", "grad_sync": _DS_PIPE},
               pipeline_switches=_DS_PIPE_SWITCHES,
@@ -206,6 +224,12 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
     if any(k in fw for k in ("core", "nemo", "bridge", "mcore")):
         return "megatron-core"
     if any(k in fw for k in ("megatron-deepspeed", "megatron deepspeed", "megatron-ds")):
+        return "megatron-deepspeed"
+    # both named as one stack ("DeepSpeed + Megatron-LM", "Megatron and DeepSpeed", MT-NLG's "Using
+    # DeepSpeed and Megatron"), or DeepSpeed's pipeline engine named -- not "Megatron-LM / DeepSpeed"
+    # (SC'21's table of alternatives)
+    if re.search(r"deepspeed\s*(\+|&|and|with)\s*megatron|megatron(-lm)?\s*(\+|&|and|with)\s*deepspeed", fw) \
+            or ("deepspeed" in fw and "pipeline" in fw and "zero-3" not in zero):
         return "megatron-deepspeed"
     if "deepspeed" in fw and ("megatron" not in fw or "deepspeed" in zero):
         return "deepspeed"
