@@ -90,7 +90,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     act_bytes = 2.0 * tokens_mb * model.hidden  # one micro-batch's activations (16-bit)
 
     tp_dense_s = tp_layer_comm_s(cluster, lay, act_bytes, opts)
-    kv_heads = model.heads if model.mla else model.kv_heads_
+    kv_heads = model.heads if (model.mla or opts.gqa_repeat_kv) else model.kv_heads_
     kv_chunk = 2.0 * 2 * tokens_mb * max(1.0, kv_heads / lay.tp) * model.head_dim_
     dispatch, imbalance, tp_moe_s = 0.0, 1.0, tp_dense_s
     if model.moe is not None:

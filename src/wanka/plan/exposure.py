@@ -96,6 +96,13 @@ class Options:
     # compute (NCCL_MIN_CTAS); the overlapped compute slows by 1/(1 - ctas/SMs) (wanka.plan.dp_schedule).
     # 0: not modelled
     dp_comm_ctas: int = 0
+    # how context parallelism exchanges K/V: "ring" (Megatron-Core/Transformer Engine p2p ring, one
+    # hop per step under the block in hand) or "allgather" (PyTorch's experimental context_parallel
+    # with set_rotate_method("allgather"), torchtitan's default: wanka.plan.cp_allgather)
+    cp_rotate: str = "ring"
+    # the model expands GQA's K/V to the query head count before attention (torchtitan's Llama
+    # repeat_kv): context parallelism exchanges the expanded K/V
+    gqa_repeat_kv: bool = False
     # the framework profile these Options came from (wanka.plan.frameworks); it names the
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None
@@ -131,6 +138,10 @@ def cp_layer_exposed_s(cluster, lay, kv_chunk_bytes: float, attn_fwd_s: float, o
     """(forward, backward) exposed ring-attention exchange of one layer."""
     if lay.cp <= 1:
         return 0.0, 0.0
+    if opts.cp_rotate == "allgather":  # PyTorch's context_parallel (wanka.plan.cp_allgather)
+        from wanka.plan.cp_allgather import allgather_cp_exposed_s
+
+        return allgather_cp_exposed_s(cluster, lay, kv_chunk_bytes, attn_fwd_s, lay.recompute == "full", opts.algorithm)
     # a ring over the cp group: its farthest hop spans half the group
     step = _ct(cluster, "send_recv", kv_chunk_bytes, 2, lay.group("cp")[1] * max(1, lay.cp // 2), opts.algorithm)
     per_step_compute = attn_fwd_s / lay.cp
