@@ -72,8 +72,9 @@ def test_rows_are_priced_on_the_500w_hbm2e_part_they_ran_on():
 def test_median_error_on_the_torchtitan_set():
     """16.0% (Dec 2026): 39.0% priced on the 700 W SXM part, 24.3% on the part the runs used, 16.4% with
     eager kernels and torchao's Float8 casts, 16.0% with torch's all-gather context parallelism
-    (plan/cp_allgather.py). Left: the 8B CP rows at cp >= 4 (+59%, +69%), 405B CP +28..+47%."""
-    assert summary(list(_checks().values()))["median_abs_error"] <= 0.161
+    (plan/cp_allgather.py), 12.4% with FSDP2's copies, foreach AdamW and the eager fp32 loss.
+    Left: the 8B CP rows at cp >= 4 (+59%, +68%), 405B CP +28..+47%, 8B FSDP +7..+15%."""
+    assert summary(list(_checks().values()))["median_abs_error"] <= 0.125
 
 
 def test_eager_elementwise_bytes_are_torchtitans_op_by_op_traffic():

@@ -201,11 +201,17 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
 
 
 @memo_by_identity(2)
-def head_time(m: ModelSpec, gpu: GPU, mbs: int, seq_local: int, tp: int, precision: str) -> LayerTime:
-    """Output projection and fp32 softmax cross-entropy of the last stage."""
+def head_time(m: ModelSpec, gpu: GPU, mbs: int, seq_local: int, tp: int, precision: str,
+              eager_fp32_loss: bool = False) -> LayerTime:
+    """Output projection and fp32 softmax cross-entropy of the last stage. Fused: 12 B per logit
+    each way (fp32 logits written, read for the softmax, gradient written). `eager_fp32_loss`:
+    torchtitan's uncompiled cross_entropy(pred.float()) (train.py loss_fn @9dec370ad26b), kernel by
+    kernel: forward .float() 2+4, log_softmax 4+4 = 14 B; backward nll_loss's fp32 gradient 4,
+    log_softmax backward 4+4+4, the cast back to bf16 4+2 = 22 B."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
     t, flops = _gemm_time_s(head_gemm(m), tokens, tp, peak, hbm, 2, None)
-    ce = tokens * m.vocab / tp * 4 * 3 / hbm  # logits fp32: write, read for softmax, write grad
-    return LayerTime(t + ce, 2 * t + ce, 0.0, 3 * flops, 0.0)
+    logits = tokens * m.vocab / tp
+    ce_fwd, ce_bwd = (14 * logits, 22 * logits) if eager_fp32_loss else (12 * logits, 12 * logits)
+    return LayerTime(t + ce_fwd / hbm, 2 * t + ce_bwd / hbm, 0.0, 3 * flops, 0.0)

@@ -103,6 +103,15 @@ class Options:
     # the model expands GQA's K/V to the query head count before attention (torchtitan's Llama
     # repeat_kv): context parallelism exchanges the expanded K/V
     gqa_repeat_kv: bool = False
+    # PyTorch FSDP2's per-parameter copies on the compute stream (wanka.plan.zero3.fsdp2_copy_s):
+    # the all-gather copy-out into each parameter and the gradient copy-in to the reduce dtype
+    fsdp2_copies: bool = False
+    # AdamW's foreach implementation (torch.optim _multi_tensor_adam: 8 passes, 80 B/param) instead
+    # of a fused kernel (30 B/param; wanka.plan.estimate)
+    adam_foreach: bool = False
+    # the loss runs eagerly on an fp32 copy of the logits (torchtitan train.py loss_fn:
+    # cross_entropy(pred.float()), not compiled): wanka.plan.compute.head_time
+    eager_fp32_loss: bool = False
     # the framework profile these Options came from (wanka.plan.frameworks); it names the
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None

@@ -61,6 +61,9 @@ RULES = {
     "dp_comm_ctas": ((lambda v: type(v) is int and 0 <= v <= 1024), "a whole number of CTAs, 0-1024 (0: not modelled)"),
     "cp_rotate": _choice("ring", "allgather"),
     "gqa_repeat_kv": _FLAG,
+    "fsdp2_copies": _FLAG,
+    "adam_foreach": _FLAG,
+    "eager_fp32_loss": _FLAG,
     "profile": ((lambda v: v is None or v in _profile_names()), "a framework profile name (wanka plan --framework) or None"),
 }
 
