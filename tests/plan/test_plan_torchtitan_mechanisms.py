@@ -67,3 +67,19 @@ def test_eager_loss_counts_torchtitans_fp32_copy():
     hbm = E.hbm_Bps(cluster.gpu)
     assert eager.fwd_s - fused.fwd_s == pytest.approx((14 - 12) * logits / hbm)
     assert eager.bwd_s - fused.bwd_s == pytest.approx((22 - 12) * logits / hbm)
+
+
+def test_flash2_backward_runs_at_fa2s_lower_backward_rate():
+    """FA3 paper Fig. 5/6 (H100, head dim 128, 16K): FA2 forward 0.339 of peak, backward 0.326."""
+    from wanka.hardware import gpu
+    from wanka.plan.compute import layer_time
+    from wanka.workload import load_model
+
+    m = load_model("llama3-8b")
+    for name, kernel, ratio in (("h100-sxm", "flash2", 2.5 * 0.339 / 0.326), ("h100-sxm", "flash", 2.5),
+                                ("a100-80gb", "flash2", 2.5)):
+        lt = layer_time(m, gpu(name), False, 1, 8192, 8192, 1, 1, False, "none", "bf16", kernel)
+        # backward = 2 x (GEMMs, elementwise, launches) + the attention backward (compute.layer_time)
+        attn_bwd = lt.bwd_s - 2 * (lt.fwd_s - lt.attn_fwd_s)
+        assert E.attention_backward_over_forward(gpu(name), kernel) == pytest.approx(ratio)
+        assert attn_bwd / lt.attn_fwd_s == pytest.approx(ratio, rel=1e-9)

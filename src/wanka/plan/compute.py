@@ -149,7 +149,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         attn_fwd = pairs * full_flops / (E.attention_flops(gpu, attention) * E.attention_length_factor(keys))
         if cp > 1:
             attn_fwd += (cp - 1) * (2 * 4.0 * mbs * seq_local * heads * d_v / hbm + 2 * E.KERNEL_OVERHEAD_S)
-        attn_bwd = 2.5 * attn_fwd
+        attn_bwd = E.attention_backward_over_forward(gpu, attention) * attn_fwd
     else:
         batched = E.gemm_peak_flops(gpu, "bf16") * E.shape_factor(d_qk)
         scores = mbs * heads * seq_local * seq_full
