@@ -83,3 +83,21 @@ def test_flash2_backward_runs_at_fa2s_lower_backward_rate():
         attn_bwd = lt.bwd_s - 2 * (lt.fwd_s - lt.attn_fwd_s)
         assert E.attention_backward_over_forward(gpu(name), kernel) == pytest.approx(ratio)
         assert attn_bwd / lt.attn_fwd_s == pytest.approx(ratio, rel=1e-9)
+
+
+def test_compiled_complex_rope_costs_what_eager_rope_does():
+    """torch.compile leaves torchtitan's complex RoPE to ATen: a compiled block pays the RoPE part of
+    the eager traffic (16 B per q/k element), not the norms' or SwiGLU's."""
+    from wanka.hardware import gpu
+    from wanka.plan.compute import complex_rope_extra_bytes, layer_time
+    from wanka.workload import load_model
+
+    m, g = load_model("llama3-8b"), gpu("h100-sxm")
+    args = (m, g, False, 1, 8192, 8192, 1, 1, False, "none", "bf16", "flash2", ("core_attn",), None, 1.0)
+    fused = layer_time(*args, False, "fused", False)
+    rope = layer_time(*args, False, "fused", True)
+    eager = layer_time(*args, True, "fused", True)  # eager already counts it: no double count
+    assert complex_rope_extra_bytes(m) == 16 * (32 + 8) * 128
+    assert (rope.fwd_s - fused.fwd_s) * E.hbm_Bps(g) == pytest.approx(8192 * complex_rope_extra_bytes(m))
+    assert eager.fwd_s == layer_time(*args, True, "fused", False).fwd_s
+    assert _priced()[3].complex_rope

@@ -76,9 +76,19 @@ def eager_extra_bytes(m: ModelSpec, ffn: float) -> tuple[float, float]:
       SwiGLU   silu(w1 x) 2+2, * w3 x 4+2 = 10 B against 6 (read both, write one): +4 B x ffn.
     LayerNorm (one ATen kernel) and GELU are single kernels eagerly too: nothing extra."""
     repl = 2 * 32.0 * m.hidden if m.norm == "rmsnorm" else 0.0
-    rope = 16.0 * (m.heads + m.kv_heads_) * m.head_dim_ if m.norm != "layernorm" else 0.0
+    rope = complex_rope_extra_bytes(m)
     swiglu = 4.0 * ffn if m.activation == "swiglu" else 0.0
     return repl, rope + swiglu
+
+
+def complex_rope_extra_bytes(m: ModelSpec) -> float:
+    """Extra HBM bytes per token of torchtitan's RoPE run op by op (eager_extra_bytes: +16 B per
+    element of q and k). torch.compile does not fuse it: the RoPE is a complex multiply
+    (models/llama/model.py apply_rotary_emb: view_as_complex(xq.float()...) * freqs_cis), and
+    inductor "does not support code generation for complex operators" (torch/_inductor/lowering.py:
+    aten.view_as_complex is a fallback, complex tensors are unsupported inputs), so the upcast, the
+    complex multiply and the cast back stay separate kernels (Options.complex_rope)."""
+    return 16.0 * (m.heads + m.kv_heads_) * m.head_dim_ if m.norm != "layernorm" else 0.0
 
 
 def fp8_cast_bytes(g: Gemm, tokens: float, tp: int, sp: bool, etp: int | None, local_experts: float,
@@ -105,10 +115,12 @@ def fp8_cast_bytes(g: Gemm, tokens: float, tp: int, sp: bool, etp: int | None, l
 def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int, seq_full: int,
                tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str,
                modules: tuple[str, ...] = ("core_attn",), etp: int | None = None,
-               imbalance: float = 1.0, eager: bool = False, fp8_scaling: str = "fused") -> LayerTime:
+               imbalance: float = 1.0, eager: bool = False, fp8_scaling: str = "fused",
+               complex_rope: bool = False) -> LayerTime:
     """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names);
     `imbalance`: max/mean routed tokens per EP rank (wanka.plan.moe_cost); `eager`: elementwise
-    ops unfused (eager_extra_bytes); `fp8_scaling`: "torchao-tensorwise" adds fp8_cast_bytes."""
+    ops unfused (eager_extra_bytes); `fp8_scaling`: "torchao-tensorwise" adds fp8_cast_bytes;
+    `complex_rope`: a compiled block's complex RoPE still runs op by op (complex_rope_extra_bytes)."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
@@ -169,6 +181,8 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         ffn = m.moe.top_k * m.moe.ffn_hidden if (moe_layer and m.moe is not None) else m.ffn_hidden
         more_repl, more_split = eager_extra_bytes(m, ffn)
         repl, split = repl + tokens * more_repl, split + tokens * more_split
+    elif complex_rope:
+        split += tokens * complex_rope_extra_bytes(m)
     elem_fwd = (repl / (tp if sp else 1) + split / tp) / hbm
     launch = E.KERNEL_OVERHEAD_S * E.KERNELS_PER_LAYER_FWD
     fwd = gemm_s + attn_fwd + elem_fwd + launch + cast_fwd / hbm

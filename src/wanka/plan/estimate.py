@@ -119,7 +119,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
                 continue
             lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
                             lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp,
-                            imbalance if is_moe else 1.0, opts.eager, opts.fp8_scaling)
+                            imbalance if is_moe else 1.0, opts.eager, opts.fp8_scaling,
+                            opts.complex_rope)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
             tp_l = tp_moe_s if is_moe else tp_dense_s

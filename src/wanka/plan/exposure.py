@@ -112,6 +112,9 @@ class Options:
     # the loss runs eagerly on an fp32 copy of the logits (torchtitan train.py loss_fn:
     # cross_entropy(pred.float()), not compiled): wanka.plan.compute.head_time
     eager_fp32_loss: bool = False
+    # RoPE as a complex multiply (torchtitan's view_as_complex), which torch.compile leaves op by op
+    # (wanka.plan.compute.complex_rope_extra_bytes)
+    complex_rope: bool = False
     # the framework profile these Options came from (wanka.plan.frameworks); it names the
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None

@@ -162,7 +162,7 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("torchtitan", "torchtitan (2024-25): FSDP2 per block (+ TP, PP, CP), PyTorch SDPA attention",
               dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer", attention="flash2",
                    fp8_scaling="torchao-tensorwise", cp_rotate="allgather", gqa_repeat_kv=True,
-                   fsdp2_copies=True, adam_foreach=True, eager_fp32_loss=True),
+                   fsdp2_copies=True, adam_foreach=True, eager_fp32_loss=True, complex_rope=True),
               {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP,
                "cp_rotate": "torchtitan config_manager.py --experimental.context_parallel_rotate_method defaults to "
                             "'allgather' (@9dec370ad26b), set by utils.py create_context_parallel_ctx on torch's "
@@ -174,6 +174,9 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
                                "(fsdp/_fully_shard/_fsdp_collectives.py foreach_all_gather_copy_out, foreach_reduce)",
                "adam_foreach": "torchtitan optimizer.py (@9dec370ad26b): AdamW with fused=--optimizer.fused (default "
                                "False) and foreach=not fused",
+               "complex_rope": "torchtitan models/llama/model.py apply_rotary_emb (@9dec370ad26b): view_as_complex "
+                               "and a complex multiply, which inductor leaves to ATen ('Torchinductor does not "
+                               "support code generation for complex operators', torch/_inductor/lowering.py)",
                "eager_fp32_loss": "torchtitan train.py loss_fn (@9dec370ad26b): cross_entropy(pred.flatten(0, 1)"
                                   ".float(), ...), left uncompiled ('compiling loss function causes CUDA errors')",
                "fp8_scaling": "torchtitan's --float8 swaps nn.Linear for torchao Float8Linear (float8.py), "
