@@ -179,6 +179,9 @@ def fsdp2_copy_bytes(block_params: float, root_params: float, weight_bytes: int,
     backward after reshard_after_forward; activation checkpointing inside the unit re-uses the
     backward's gather), the root module once (FSDP2 keeps the root unsharded after forward);
     foreach_reduce's copy-in casts each unsharded gradient (16-bit) into the reduce-dtype buffer
-    (_chunk_cat) before the reduce-scatter waits for the compute stream."""
+    (_chunk_cat) on the compute stream before the reduce-scatter stream waits for it (torch 2.13);
+    the 2024 _composable/fsdp foreach_reduce_scatter ran it on the reduce-scatter stream and made
+    the compute stream wait for its event (current_stream.wait_event(copy_in_event)): on the
+    critical path either way."""
     gathers = 2 * block_params + root_params
     return gathers * 2 * weight_bytes + (block_params + root_params) * (2 + grad_bytes)
