@@ -47,7 +47,7 @@ def test_flash2_runs_attention_at_fa2s_hopper_rate():
     from wanka.workload import load_model
 
     m = load_model("llama3-8b")
-    for name, ratio in (("h100-sxm", 0.55 / 0.35), ("a100-80gb", 1.0)):  # FA3 paper: FA2 at 35% on H100
+    for name, ratio in (("h100-sxm", 0.55 / 0.339), ("a100-80gb", 1.0)):  # FA3 paper Fig. 5: FA2 at 33.9% on H100
         fa3, fa2 = (layer_time(m, gpu(name), False, 1, 8192, 8192, 1, 1, False, "none", "bf16", k) for k in ("flash", "flash2"))
         assert fa2.attn_fwd_s / fa3.attn_fwd_s == __import__("pytest").approx(ratio, rel=1e-9)
 
@@ -70,9 +70,12 @@ def test_rows_are_priced_on_the_500w_hbm2e_part_they_ran_on():
 
 
 def test_median_error_on_the_torchtitan_set():
-    """16.4% (Dec 2026): 39.0% priced on the 700 W SXM part, 24.3% on the part the runs used, 16.4% with
-    eager kernels and torchao's Float8 casts. Left: the CP rows at cp >= 2 (+18% to +69%)."""
-    assert summary(list(_checks().values()))["median_abs_error"] <= 0.17
+    """16.0% (Dec 2026): 39.0% priced on the 700 W SXM part, 24.3% on the part the runs used, 16.4% with
+    eager kernels and torchao's Float8 casts, 16.0% with torch's all-gather context parallelism
+    (plan/cp_allgather.py), 12.4% with FSDP2's copies, foreach AdamW and the eager fp32 loss, 10.7%
+    with FA2's forward/backward rates from the FA3 paper's figures, 7.8% with the compiled complex
+    RoPE. Left: the 8B CP rows at cp >= 4 (+50%, +59%), 405B CP +24..+42%, 8B 32K +14%."""
+    assert summary(list(_checks().values()))["median_abs_error"] <= 0.079
 
 
 def test_eager_elementwise_bytes_are_torchtitans_op_by_op_traffic():

@@ -76,9 +76,19 @@ def eager_extra_bytes(m: ModelSpec, ffn: float) -> tuple[float, float]:
       SwiGLU   silu(w1 x) 2+2, * w3 x 4+2 = 10 B against 6 (read both, write one): +4 B x ffn.
     LayerNorm (one ATen kernel) and GELU are single kernels eagerly too: nothing extra."""
     repl = 2 * 32.0 * m.hidden if m.norm == "rmsnorm" else 0.0
-    rope = 16.0 * (m.heads + m.kv_heads_) * m.head_dim_ if m.norm != "layernorm" else 0.0
+    rope = complex_rope_extra_bytes(m)
     swiglu = 4.0 * ffn if m.activation == "swiglu" else 0.0
     return repl, rope + swiglu
+
+
+def complex_rope_extra_bytes(m: ModelSpec) -> float:
+    """Extra HBM bytes per token of torchtitan's RoPE run op by op (eager_extra_bytes: +16 B per
+    element of q and k). torch.compile does not fuse it: the RoPE is a complex multiply
+    (models/llama/model.py apply_rotary_emb: view_as_complex(xq.float()...) * freqs_cis), and
+    inductor "does not support code generation for complex operators" (torch/_inductor/lowering.py:
+    aten.view_as_complex is a fallback, complex tensors are unsupported inputs), so the upcast, the
+    complex multiply and the cast back stay separate kernels (Options.complex_rope)."""
+    return 16.0 * (m.heads + m.kv_heads_) * m.head_dim_ if m.norm != "layernorm" else 0.0
 
 
 def fp8_cast_bytes(g: Gemm, tokens: float, tp: int, sp: bool, etp: int | None, local_experts: float,
@@ -105,10 +115,12 @@ def fp8_cast_bytes(g: Gemm, tokens: float, tp: int, sp: bool, etp: int | None, l
 def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int, seq_full: int,
                tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str,
                modules: tuple[str, ...] = ("core_attn",), etp: int | None = None,
-               imbalance: float = 1.0, eager: bool = False, fp8_scaling: str = "fused") -> LayerTime:
+               imbalance: float = 1.0, eager: bool = False, fp8_scaling: str = "fused",
+               complex_rope: bool = False) -> LayerTime:
     """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names);
     `imbalance`: max/mean routed tokens per EP rank (wanka.plan.moe_cost); `eager`: elementwise
-    ops unfused (eager_extra_bytes); `fp8_scaling`: "torchao-tensorwise" adds fp8_cast_bytes."""
+    ops unfused (eager_extra_bytes); `fp8_scaling`: "torchao-tensorwise" adds fp8_cast_bytes;
+    `complex_rope`: a compiled block's complex RoPE still runs op by op (complex_rope_extra_bytes)."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
@@ -149,7 +161,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         attn_fwd = pairs * full_flops / (E.attention_flops(gpu, attention) * E.attention_length_factor(keys))
         if cp > 1:
             attn_fwd += (cp - 1) * (2 * 4.0 * mbs * seq_local * heads * d_v / hbm + 2 * E.KERNEL_OVERHEAD_S)
-        attn_bwd = 2.5 * attn_fwd
+        attn_bwd = E.attention_backward_over_forward(gpu, attention) * attn_fwd
     else:
         batched = E.gemm_peak_flops(gpu, "bf16") * E.shape_factor(d_qk)
         scores = mbs * heads * seq_local * seq_full
@@ -169,6 +181,8 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         ffn = m.moe.top_k * m.moe.ffn_hidden if (moe_layer and m.moe is not None) else m.ffn_hidden
         more_repl, more_split = eager_extra_bytes(m, ffn)
         repl, split = repl + tokens * more_repl, split + tokens * more_split
+    elif complex_rope:
+        split += tokens * complex_rope_extra_bytes(m)
     elem_fwd = (repl / (tp if sp else 1) + split / tp) / hbm
     launch = E.KERNEL_OVERHEAD_S * E.KERNELS_PER_LAYER_FWD
     fwd = gemm_s + attn_fwd + elem_fwd + launch + cast_fwd / hbm
@@ -201,11 +215,17 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
 
 
 @memo_by_identity(2)
-def head_time(m: ModelSpec, gpu: GPU, mbs: int, seq_local: int, tp: int, precision: str) -> LayerTime:
-    """Output projection and fp32 softmax cross-entropy of the last stage."""
+def head_time(m: ModelSpec, gpu: GPU, mbs: int, seq_local: int, tp: int, precision: str,
+              eager_fp32_loss: bool = False) -> LayerTime:
+    """Output projection and fp32 softmax cross-entropy of the last stage. Fused: 12 B per logit
+    each way (fp32 logits written, read for the softmax, gradient written). `eager_fp32_loss`:
+    torchtitan's uncompiled cross_entropy(pred.float()) (train.py loss_fn @9dec370ad26b), kernel by
+    kernel: forward .float() 2+4, log_softmax 4+4 = 14 B; backward nll_loss's fp32 gradient 4,
+    log_softmax backward 4+4+4, the cast back to bf16 4+2 = 22 B."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
     t, flops = _gemm_time_s(head_gemm(m), tokens, tp, peak, hbm, 2, None)
-    ce = tokens * m.vocab / tp * 4 * 3 / hbm  # logits fp32: write, read for softmax, write grad
-    return LayerTime(t + ce, 2 * t + ce, 0.0, 3 * flops, 0.0)
+    logits = tokens * m.vocab / tp
+    ce_fwd, ce_bwd = (14 * logits, 22 * logits) if eager_fp32_loss else (12 * logits, 12 * logits)
+    return LayerTime(t + ce_fwd / hbm, 2 * t + ce_bwd / hbm, 0.0, 3 * flops, 0.0)

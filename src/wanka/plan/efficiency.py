@@ -28,7 +28,8 @@ ATTENTION_EFFICIENCY: FlashAttention-2 reaches 50-73% of A100 peak forward and l
 (Dao 2023, arXiv:2307.08691, section 4.1); FlashAttention-3 ~75% of H100 BF16 peak forward
 (Shah et al. 2024, arXiv:2407.08608). We use the fwd+bwd average. FLASH2_EFFICIENCY: the
 FlashAttention-2 kernels on Hopper (what PyTorch's SDPA flash backend ran in 2024, e.g.
-torchtitan), which "achieves only 35% utilization on the H100 GPU" (Shah et al. 2024, abstract);
+torchtitan), which "achieves only 35% utilization on the H100 GPU" (Shah et al. 2024, abstract;
+its Fig. 5/6 give 0.339 forward (causal) and 0.326 backward at head dim 128 and 16K tokens);
 elsewhere FA2 is the kernel the ATTENTION_EFFICIENCY figures describe.
 
 ATTENTION_HALF_LEN: FlashAttention kernels run below their long-sequence rate on short blocks
@@ -59,7 +60,12 @@ GEMM_EFFICIENCY = {  # (architecture, precision) -> fraction of that precision's
     ("other", "fp8"): 0.55,
 }
 ATTENTION_EFFICIENCY = {"ampere": 0.45, "hopper": 0.55, "blackwell": 0.55, "other": 0.4}
-FLASH2_EFFICIENCY = {"hopper": 0.35}
+# FlashAttention-2 on H100 SXM5, head dim 128, BF16, 16K tokens (Shah et al. 2024, FA3 paper Fig. 5
+# and 6): causal forward 335 TFLOP/s = 0.339 of 989.4; backward 322 = 0.326 (the paper's backward
+# figure is without the causal mask: a stand-in for the causal one). FLOPs as the FA benchmarks
+# count them (backward = 2.5x forward), so the backward takes 2.5 x 0.339 / 0.326 forwards.
+FLASH2_EFFICIENCY = {"hopper": 0.339}
+FLASH2_BACKWARD_EFFICIENCY = {"hopper": 0.326}
 HBM_EFFICIENCY = 0.8
 ATTENTION_HALF_LEN = 170
 GEMM_HALF_DIM = 32
@@ -113,6 +119,16 @@ def attention_flops(g: GPU, kernel: str = "flash") -> float:
     arch = architecture(g)
     eff = FLASH2_EFFICIENCY.get(arch, ATTENTION_EFFICIENCY[arch]) if kernel == "flash2" else ATTENTION_EFFICIENCY[arch]
     return g.peak("bf16") * 1e12 * calibrated(eff, g.efficiency_scale.attention)
+
+
+def attention_backward_over_forward(g: GPU, kernel: str = "flash") -> float:
+    """Backward time over forward time of fused attention: 2.5 (FlashAttention-2 recomputes QK^T:
+    5 GEMMs vs 2; Dao 2023 s.3.1.2) at the forward's rate, slower where the backward kernel runs
+    at a lower fraction of peak (FLASH2_BACKWARD_EFFICIENCY)."""
+    arch = architecture(g)
+    if kernel == "flash2" and arch in FLASH2_BACKWARD_EFFICIENCY:
+        return 2.5 * FLASH2_EFFICIENCY[arch] / FLASH2_BACKWARD_EFFICIENCY[arch]
+    return 2.5
 
 
 def attention_length_factor(keys_per_kernel: float) -> float:

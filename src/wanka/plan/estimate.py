@@ -32,6 +32,10 @@ from wanka.workload.flops import model_flops_per_token
 from wanka.workload.spec import ModelSpec
 
 ADAM_BYTES_PER_PARAM = 30.0
+# torch.optim AdamW with foreach=True (_multi_tensor_adam, fp32 state): weight decay mul 4+4,
+# exp_avg lerp 8+4, exp_avg_sq mul 4+4 and addcmul 8+4, sqrt 4+4, div 4+4, add eps 4+4, param
+# addcdiv 12+4 = 80 bytes per parameter, one pass per op (Options.adam_foreach)
+ADAM_FOREACH_BYTES_PER_PARAM = 80.0
 
 
 @dataclass
@@ -92,7 +96,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     act_bytes = 2.0 * tokens_mb * model.hidden  # one micro-batch's activations (16-bit)
 
     tp_dense_s = tp_layer_comm_s(cluster, lay, act_bytes, opts)
-    kv_heads = model.heads if model.mla else model.kv_heads_
+    kv_heads = model.heads if (model.mla or opts.gqa_repeat_kv) else model.kv_heads_
     kv_chunk = 2.0 * 2 * tokens_mb * max(1.0, kv_heads / lay.tp) * model.head_dim_
     dispatch, imbalance, tp_moe_s = 0.0, 1.0, tp_dense_s
     if model.moe is not None:
@@ -117,7 +121,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
                 continue
             lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
                             lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp,
-                            imbalance if is_moe else 1.0, opts.eager, opts.fp8_scaling)
+                            imbalance if is_moe else 1.0, opts.eager, opts.fp8_scaling,
+                            opts.complex_rope)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
             tp_l = tp_moe_s if is_moe else tp_dense_s
@@ -132,7 +137,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             comm["cp"] += count * (cp_f + cp_b)
             comm["ep"] += count * ep_l * (3 if full else 2)
         if last:  # the output layer and loss run on the last stage
-            ht = head_time(model, gpu, lay.mbs, s_loc, lay.tp, lay.precision)
+            ht = head_time(model, gpu, lay.mbs, s_loc, lay.tp, lay.precision, opts.eager_fp32_loss)
             fwd += ht.fwd_s * slow
             bwd += ht.bwd_s * slow
         return fwd, bwd, rec, comm, runs
@@ -185,7 +190,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         z3 = lay.microbatches * zero3_microbatch_s(cluster, model, lay, runs, dense_p, expert_p, opts)[0]
     # optimizer states sharded over the ZeRO groups (experts': expert data parallel); none at zero 0
     shard, expert_shard = lay.zero_shards if lay.zero >= 1 else (1, 1)
-    optimizer_s = ADAM_BYTES_PER_PARAM * (dense_p / shard + expert_p / expert_shard) / E.hbm_Bps(gpu)
+    adam_bytes = ADAM_FOREACH_BYTES_PER_PARAM if opts.adam_foreach else ADAM_BYTES_PER_PARAM
+    optimizer_s = adam_bytes * (dense_p / shard + expert_p / expert_shard) / E.hbm_Bps(gpu)
     step = pipeline_s + dp_exposed + z3 + optimizer_s
 
     tokens = lay.gbs * seq

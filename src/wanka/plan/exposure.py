@@ -115,6 +115,25 @@ class Options:
     # here (forward, recompute and backward together), on every stage's critical path; 0: none. The
     # megatron-deepspeed profile's value is measured, not explained (plan/frameworks.py _DS_LAYER_OVERHEAD)
     layer_microbatch_overhead_s: float = 0.0
+    # how context parallelism exchanges K/V: "ring" (Megatron-Core/Transformer Engine p2p ring, one
+    # hop per step under the block in hand) or "allgather" (PyTorch's experimental context_parallel
+    # with set_rotate_method("allgather"), torchtitan's default: wanka.plan.cp_allgather)
+    cp_rotate: str = "ring"
+    # the model expands GQA's K/V to the query head count before attention (torchtitan's Llama
+    # repeat_kv): context parallelism exchanges the expanded K/V
+    gqa_repeat_kv: bool = False
+    # PyTorch FSDP2's per-parameter copies on the compute stream (wanka.plan.zero3.fsdp2_copy_s):
+    # the all-gather copy-out into each parameter and the gradient copy-in to the reduce dtype
+    fsdp2_copies: bool = False
+    # AdamW's foreach implementation (torch.optim _multi_tensor_adam: 8 passes, 80 B/param) instead
+    # of a fused kernel (30 B/param; wanka.plan.estimate)
+    adam_foreach: bool = False
+    # the loss runs eagerly on an fp32 copy of the logits (torchtitan train.py loss_fn:
+    # cross_entropy(pred.float()), not compiled): wanka.plan.compute.head_time
+    eager_fp32_loss: bool = False
+    # RoPE as a complex multiply (torchtitan's view_as_complex), which torch.compile leaves op by op
+    # (wanka.plan.compute.complex_rope_extra_bytes)
+    complex_rope: bool = False
     # the framework profile these Options came from (wanka.plan.frameworks); it names the
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None
@@ -150,6 +169,10 @@ def cp_layer_exposed_s(cluster, lay, kv_chunk_bytes: float, attn_fwd_s: float, o
     """(forward, backward) exposed ring-attention exchange of one layer."""
     if lay.cp <= 1:
         return 0.0, 0.0
+    if opts.cp_rotate == "allgather":  # PyTorch's context_parallel (wanka.plan.cp_allgather)
+        from wanka.plan.cp_allgather import allgather_cp_exposed_s
+
+        return allgather_cp_exposed_s(cluster, lay, kv_chunk_bytes, attn_fwd_s, lay.recompute == "full", opts.algorithm)
     # a ring over the cp group: its farthest hop spans half the group
     step = _ct(cluster, "send_recv", kv_chunk_bytes, 2, lay.group("cp")[1] * max(1, lay.cp // 2), opts.algorithm)
     per_step_compute = attn_fwd_s / lay.cp

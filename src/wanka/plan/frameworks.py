@@ -186,8 +186,24 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP}),
     Framework("torchtitan", "torchtitan (2024-25): FSDP2 per block (+ TP, PP, CP), PyTorch SDPA attention",
               dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer", attention="flash2",
-                   fp8_scaling="torchao-tensorwise"),
+                   fp8_scaling="torchao-tensorwise", cp_rotate="allgather", gqa_repeat_kv=True,
+                   fsdp2_copies=True, adam_foreach=True, eager_fp32_loss=True, complex_rope=True),
               {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP,
+               "cp_rotate": "torchtitan config_manager.py --experimental.context_parallel_rotate_method defaults to "
+                            "'allgather' (@9dec370ad26b), set by utils.py create_context_parallel_ctx on torch's "
+                            "experimental context_parallel (tensor/experimental/_attention.py _AllGatherRotater)",
+               "gqa_repeat_kv": "torchtitan models/llama/model.py (@9dec370ad26b): repeat_kv expands K/V to the "
+                                "query heads before F.scaled_dot_product_attention",
+               "fsdp2_copies": "torchtitan applies FSDP2 (fully_shard, parallelize_llama.py apply_fsdp); FSDP2's "
+                               "all-gather copy-out and gradient copy-in run on the compute stream "
+                               "(fsdp/_fully_shard/_fsdp_collectives.py foreach_all_gather_copy_out, foreach_reduce)",
+               "adam_foreach": "torchtitan optimizer.py (@9dec370ad26b): AdamW with fused=--optimizer.fused (default "
+                               "False) and foreach=not fused",
+               "complex_rope": "torchtitan models/llama/model.py apply_rotary_emb (@9dec370ad26b): view_as_complex "
+                               "and a complex multiply, which inductor leaves to ATen ('Torchinductor does not "
+                               "support code generation for complex operators', torch/_inductor/lowering.py)",
+               "eager_fp32_loss": "torchtitan train.py loss_fn (@9dec370ad26b): cross_entropy(pred.flatten(0, 1)"
+                                  ".float(), ...), left uncompiled ('compiling loss function causes CUDA errors')",
                "fp8_scaling": "torchtitan's --float8 swaps nn.Linear for torchao Float8Linear (float8.py), "
                               "dynamic tensorwise scaling by default (torchao float8/config.py)",
                "attention": "PyTorch SDPA's flash backend is FlashAttention-2 (integrated in PyTorch 2.2); "

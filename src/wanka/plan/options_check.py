@@ -64,6 +64,12 @@ RULES = {
     "dp_sync_per_chunk": _FLAG,
     "bf16_optimizer": _FLAG,
     "layer_microbatch_overhead_s": ((lambda v: _number(v) and 0.0 <= v < 1.0), "seconds per layer per micro-batch, in [0, 1)"),
+    "cp_rotate": _choice("ring", "allgather"),
+    "gqa_repeat_kv": _FLAG,
+    "fsdp2_copies": _FLAG,
+    "adam_foreach": _FLAG,
+    "eager_fp32_loss": _FLAG,
+    "complex_rope": _FLAG,
     "profile": ((lambda v: v is None or v in _profile_names()), "a framework profile name (wanka plan --framework) or None"),
 }
 

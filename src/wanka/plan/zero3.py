@@ -161,4 +161,27 @@ def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_pa
 
     exposed, total = microbatch_exposed_s(layer_runs, extra, lay.recompute == "full",
                                           lambda u: coll("all_gather", u, w), reduce, opts.zero3_grad_overlap)
-    return (exposed if opts.dp_overlap else total), total
+    copies = 0.0
+    if opts.fsdp2_copies:
+        from wanka.plan import efficiency as E
+
+        inside = inside_d + inside_e
+        outside = extra.dense_params + extra.expert_params
+        copies = fsdp2_copy_bytes(inside, outside, w, gb) / E.hbm_Bps(cluster.gpu)
+    return (exposed if opts.dp_overlap else total) + copies, total + copies
+
+
+def fsdp2_copy_bytes(block_params: float, root_params: float, weight_bytes: int, grad_bytes: int) -> float:
+    """HBM bytes per micro-batch of FSDP2's per-parameter copies on the compute stream
+    (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py; _composable/fsdp in torch 2.5-2.6):
+    foreach_all_gather_copy_out splits each gathered buffer into the parameters
+    (split_with_sizes_copy, read + write) after every unshard -- blocks twice (forward, and the
+    backward after reshard_after_forward; activation checkpointing inside the unit re-uses the
+    backward's gather), the root module once (FSDP2 keeps the root unsharded after forward);
+    foreach_reduce's copy-in casts each unsharded gradient (16-bit) into the reduce-dtype buffer
+    (_chunk_cat) on the compute stream before the reduce-scatter stream waits for it (torch 2.13);
+    the 2024 _composable/fsdp foreach_reduce_scatter ran it on the reduce-scatter stream and made
+    the compute stream wait for its event (current_stream.wait_event(copy_in_event)): on the
+    critical path either way."""
+    gathers = 2 * block_params + root_params
+    return gathers * 2 * weight_bytes + (block_params + root_params) * (2 + grad_bytes)
