@@ -10,6 +10,8 @@ wanka.comm.collective_time on that group.
        ones. Exposed unless the framework overlaps them (Options.tp_overlap: the hidden fraction).
   CP   ring attention: cp-1 exchanges of the local K,V chunk per layer forward, K,V and their
        gradients backward, overlapped with the attention of the chunk in hand (exposed: the excess).
+       Options.cp_algorithm="allgather" (Llama 3, arXiv 2407.21783 s.3.3.2): K,V all-gathered before
+       the attention and dK,dV reduce-scattered after it, both on the critical path.
   EP   token dispatch and combine all-to-all per MoE layer, forward and backward (b*s*top_k*h bytes
        per rank; FP8 dispatch in fp8 runs unless Options.moe_dispatch_bytes), exposed unless
        Options.ep_overlap.
@@ -96,6 +98,10 @@ class Options:
     # compute (NCCL_MIN_CTAS); the overlapped compute slows by 1/(1 - ctas/SMs) (wanka.plan.dp_schedule).
     # 0: not modelled
     dp_comm_ctas: int = 0
+    # context parallelism: "ring" (Megatron-Core/Transformer Engine: K,V passed round the cp group
+    # under the attention of the chunk in hand) or "allgather" (Llama 3 s.3.3.2: K,V all-gathered
+    # first, "the all-gather communication latency is exposed in the critical path")
+    cp_algorithm: str = "ring"
     # the framework profile these Options came from (wanka.plan.frameworks); it names the
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None
@@ -131,6 +137,11 @@ def cp_layer_exposed_s(cluster, lay, kv_chunk_bytes: float, attn_fwd_s: float, o
     """(forward, backward) exposed ring-attention exchange of one layer."""
     if lay.cp <= 1:
         return 0.0, 0.0
+    if opts.cp_algorithm == "allgather":  # whole K,V gathered forward, dK,dV reduce-scattered backward
+        size, stride = lay.group("cp")
+        gathered = kv_chunk_bytes * lay.cp  # all_gather's OUTPUT, reduce_scatter's INPUT (comm docstring)
+        return (_ct(cluster, "all_gather", gathered, size, stride, opts.algorithm),
+                _ct(cluster, "reduce_scatter", gathered, size, stride, opts.algorithm))
     # a ring over the cp group: its farthest hop spans half the group
     step = _ct(cluster, "send_recv", kv_chunk_bytes, 2, lay.group("cp")[1] * max(1, lay.cp // 2), opts.algorithm)
     per_step_compute = attn_fwd_s / lay.cp

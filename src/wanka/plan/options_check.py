@@ -44,6 +44,7 @@ RULES = {
     "recompute_modules": ((lambda v: isinstance(v, tuple) and len(v) > 0 and all(x in RECOMPUTE_MODULES for x in v)),
                           f"a non-empty tuple of names among {', '.join(RECOMPUTE_MODULES)}"),
     "pipeline": _choice("1f1b", "dualpipe"),
+    "cp_algorithm": _choice("ring", "allgather"),
     "comm_sm_fraction": _fraction(True),
     "fp8_activation_cache": _FLAG,
     "zero3_unit": _choice(*ZERO3_UNITS),
