@@ -148,9 +148,12 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
                "dp_overlap": "torch DDP overlaps the all-reduce with the backward (Li et al., VLDB'20)",
                "grad_sync": _MCORE_DDP}),
     Framework("megatron-lm-2023", "Megatron-LM in 2023 before --overlap-grad-reduce: 'local' DDP, FP32 gradient "
-              "all-reduce after the backward, no TP overlap",
-              dict(tp_overlap=0.0, grad_sync="per_step", dp_overlap=False, grad_bytes=4),
-              {"tp_overlap": "--tp-comm-overlap did not exist before Transformer Engine userbuffers (2023)",
+              "all-reduce after the backward, FlashAttention opt-in, no TP overlap",
+              dict(attention="unfused", tp_overlap=0.0, grad_sync="per_step", dp_overlap=False, grad_bytes=4),
+              {"attention": "--use-flash-attn is opt-in (store_true, arguments.py@285068c8, merged that day from "
+                            "'tridao-flashattn'): by default CoreAttention materialises the scores (FusedScaleMaskSoftmax); "
+                            "validate gives FlashAttention to rows that name --use-flash-attn",
+               "tp_overlap": "--tp-comm-overlap did not exist before Transformer Engine userbuffers (2023)",
                "grad_sync": _LOCAL_DDP, "dp_overlap": _LOCAL_DDP, "grad_bytes": _LOCAL_DDP}),
     Framework("megatron-deepspeed", "Megatron-DeepSpeed (BLOOM, MT-NLG era, 2021-2022): DeepSpeed pipeline "
               "engine, ZeRO-1, unfused attention",
