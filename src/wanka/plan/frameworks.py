@@ -12,6 +12,7 @@ framework text to one (published.framework_options). docs/plan.md "Framework pro
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from wanka.errors import SpecError
@@ -195,6 +196,17 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               dict(tp_overlap=0.8, grad_sync="per_step", dp_overlap=True),
               {"tp_overlap": _MEGASCALE, "grad_sync": _MEGASCALE, "dp_overlap": _MEGASCALE}),
 )}
+
+
+# Megatron-LM's --overlap-grad-reduce landed in commit 2d5220a424 (2023-08-16); before it the
+# default 'local' DDP reduced gradients after the backward (profile "megatron-lm-2023")
+OVERLAP_GRAD_REDUCE_DATE = (2023, 8, 16)
+
+
+def before_overlap_grad_reduce(framework_text: str | None) -> bool:
+    """Whether the framework text dates itself (YYYY-MM-DD, a commit's date) before 2023-08-16."""
+    d = re.search(r"(20\d\d)-(\d\d)-(\d\d)", framework_text or "")
+    return d is not None and tuple(int(g) for g in d.groups()) < OVERLAP_GRAD_REDUCE_DATE
 
 
 def framework(name: str, field_name: str = "--framework") -> Framework:

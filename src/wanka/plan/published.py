@@ -12,6 +12,8 @@ row's `assumed` list says so. Framework facts that change mechanisms (framework_
     reduce-scatters on the compute stream, and collectives at about one NIC per GPU (a hypothesis:
     docs/plan.md "ZeRO-3").
   * MegaScale (NSDI'24 s.3.2) fuses TP communication into the GEMMs: 80% of it hidden (assumption).
+  * Megatron-LM dated before --overlap-grad-reduce (2023-08-16): 'local' DDP after the backward,
+    no FlashAttention unless --use-flash-attn; Llama 3 (NCCLX): all-gather context parallelism.
   * DualPipe (DeepSeek-V3): Options.pipeline="dualpipe", 20 of 132 SMs for communication.
 """
 
@@ -227,17 +229,6 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
     return lay, assumed
 
 
-# Megatron-LM's --overlap-grad-reduce landed in commit 2d5220a424 (2023-08-16); before it the
-# default 'local' DDP reduced gradients after the backward (frameworks.py "megatron-lm-2023")
-OVERLAP_GRAD_REDUCE_DATE = (2023, 8, 16)
-
-
-def _date(p: dict) -> tuple[int, int, int] | None:
-    """The framework's date when its text gives one as YYYY-MM-DD (a commit's date)."""
-    d = re.search(r"(20\d\d)-(\d\d)-(\d\d)", p.get("framework") or "")
-    return (int(d.group(1)), int(d.group(2)), int(d.group(3))) if d else None
-
-
 def _megatron_core(p: dict) -> bool:
     """Megatron-Core and the frameworks built on it (NeMo 2.x, Megatron-Bridge)."""
     fw = (p.get("framework") or "").lower()
@@ -248,7 +239,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     """The run's framework profile (plan/frameworks.py) for its layout, then what the row itself
     states or what its year implies (TP overlap asked for, 'local' DDP, recompute modules, DualPipe,
     2021 DeepSpeed ZeRO-3)."""
-    from wanka.plan.frameworks import family_of, framework
+    from wanka.plan.frameworks import before_overlap_grad_reduce, family_of, framework
 
     p, a = _sec(row, "parallelism"), _sec(row, "architecture")
     fw = (p.get("framework") or "").lower()
@@ -257,7 +248,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     family = family_of(p.get("framework"), p.get("zero_or_fsdp"))
     if family == "megatron-lm" and old:
         family = "megatron-lm-2021"  # no FlashAttention, no TP overlap up to 2022
-    elif family == "megatron-lm" and (_date(p) or OVERLAP_GRAD_REDUCE_DATE) < OVERLAP_GRAD_REDUCE_DATE:
+    elif family == "megatron-lm" and before_overlap_grad_reduce(p.get("framework")):
         family = "megatron-lm-2023"  # 'local' DDP: gradients all-reduced after the backward
     opts = framework(family).options(lay) if family else Options()
     overlap = " ".join(str(p.get(k) or "") for k in ("comm_overlap", "framework")).lower()
