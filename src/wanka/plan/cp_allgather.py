@@ -52,3 +52,17 @@ def allgather_cp_exposed_s(cluster, lay, kv_bytes: float, attn_fwd_s: float, ful
     if full_recompute:
         bwd += fwd
     return fwd, bwd
+
+
+def exposed_allgather_cp_s(cluster, lay, kv_bytes: float, algorithm: str) -> tuple[float, float]:
+    """(forward, backward) CP communication of one layer and one micro-batch when nothing hides it
+    (Llama 3, arXiv 2407.21783 s.3.3.2): the whole K,V all-gathered before the local queries'
+    attention, dK,dV reduce-scattered after the backward."""
+    from wanka.plan.exposure import _ct
+
+    if lay.cp <= 1:
+        return 0.0, 0.0
+    size, stride = lay.group("cp")
+    gathered = kv_bytes * lay.cp  # all_gather's output, reduce_scatter's input (exposure._ct nbytes)
+    return (_ct(cluster, "all_gather", gathered, size, stride, algorithm),
+            _ct(cluster, "reduce_scatter", gathered, size, stride, algorithm))

@@ -10,6 +10,8 @@ wanka.comm.collective_time on that group.
        ones. Exposed unless the framework overlaps them (Options.tp_overlap: the hidden fraction).
   CP   ring attention: cp-1 exchanges of the local K,V chunk per layer forward, K,V and their
        gradients backward, overlapped with the attention of the chunk in hand (exposed: the excess).
+       Options.cp_rotate="allgather-exposed" (Llama 3, arXiv 2407.21783 s.3.3.2): K,V all-gathered before
+       the attention and dK,dV reduce-scattered after it, both on the critical path.
   EP   token dispatch and combine all-to-all per MoE layer, forward and backward (b*s*top_k*h bytes
        per rank; FP8 dispatch in fp8 runs unless Options.moe_dispatch_bytes), exposed unless
        Options.ep_overlap.
@@ -116,8 +118,10 @@ class Options:
     # megatron-deepspeed profile's value is measured, not explained (plan/frameworks.py _DS_LAYER_OVERHEAD)
     layer_microbatch_overhead_s: float = 0.0
     # how context parallelism exchanges K/V: "ring" (Megatron-Core/Transformer Engine p2p ring, one
-    # hop per step under the block in hand) or "allgather" (PyTorch's experimental context_parallel
-    # with set_rotate_method("allgather"), torchtitan's default: wanka.plan.cp_allgather)
+    # hop per step under the block in hand), "allgather" (PyTorch's experimental context_parallel
+    # with set_rotate_method("allgather"), torchtitan's default) or "allgather-exposed" (Llama 3
+    # s.3.3.2: K,V all-gathered before attention, "the all-gather communication latency is exposed
+    # in the critical path", dK,dV reduce-scattered after it): wanka.plan.cp_allgather
     cp_rotate: str = "ring"
     # the model expands GQA's K/V to the query head count before attention (torchtitan's Llama
     # repeat_kv): context parallelism exchanges the expanded K/V
@@ -169,9 +173,11 @@ def cp_layer_exposed_s(cluster, lay, kv_chunk_bytes: float, attn_fwd_s: float, o
     """(forward, backward) exposed ring-attention exchange of one layer."""
     if lay.cp <= 1:
         return 0.0, 0.0
-    if opts.cp_rotate == "allgather":  # PyTorch's context_parallel (wanka.plan.cp_allgather)
-        from wanka.plan.cp_allgather import allgather_cp_exposed_s
+    if opts.cp_rotate != "ring":  # all-gather methods (wanka.plan.cp_allgather)
+        from wanka.plan.cp_allgather import allgather_cp_exposed_s, exposed_allgather_cp_s
 
+        if opts.cp_rotate == "allgather-exposed":
+            return exposed_allgather_cp_s(cluster, lay, kv_chunk_bytes, opts.algorithm)
         return allgather_cp_exposed_s(cluster, lay, kv_chunk_bytes, attn_fwd_s, lay.recompute == "full", opts.algorithm)
     # a ring over the cp group: its farthest hop spans half the group
     step = _ct(cluster, "send_recv", kv_chunk_bytes, 2, lay.group("cp")[1] * max(1, lay.cp // 2), opts.algorithm)

@@ -69,6 +69,15 @@ _XLA = ("XLA/GSPMD (MaxText, Paxml): tensor-parallel collectives are not decompo
         "all-gathers/reduce-scatters with the layer scan (--xla_gpu_enable_latency_hiding_scheduler, "
         "pipelined all-gather/reduce-scatter flags in NVIDIA's MaxText recipes, dgxc-benchmarking "
         "maxtext/configure.sh@8f5cbb37)")
+_LOCAL_DDP = ("Megatron-LM from 2023 until --overlap-grad-reduce (commit 2d5220a424, 2023-08-16): --DDP-impl defaults "
+              "to 'local' (arguments.py@285068c8) and train_step calls optimizer.reduce_model_grads after "
+              "forward_backward_func returns (training.py@285068c8): the gradient all-reduce runs whole after the "
+              "last backward, in FP32 (bf16 sets accumulate_allreduce_grads_in_fp32)")
+_LLAMA3_CP = ("Llama 3 (arXiv 2407.21783 s.3.3.2): context parallelism all-gathers K and V and computes the local Q "
+              "chunk's attention; 'the all-gather communication latency is exposed in the critical path'")
+_LLAMA3_FSDP = ("Llama 3 s.3.3.2: FSDP shards optimizer states and gradients, weights not resharded after forward; "
+                "FSDP is the outermost dimension, prefetching weights and reducing gradients asynchronously; "
+                "gradients accumulated and reduce-scattered in FP32")
 _MEGASCALE = ("MegaScale (Jiang et al., NSDI'24 s.3.2): TP/SP all-gather and reduce-scatter fused into the "
               "GEMMs (hidden fraction 0.8: an assumption); DP reduce-scatter overlapped with the last "
               "micro-batch's backward, all-gather with the first forward")
@@ -162,6 +171,14 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP,
                "dp_overlap": "torch DDP overlaps the all-reduce with the backward (Li et al., VLDB'20)",
                "grad_sync": _MCORE_DDP}),
+    Framework("megatron-lm-2023", "Megatron-LM in 2023 before --overlap-grad-reduce: 'local' DDP, FP32 gradient "
+              "all-reduce after the backward, FlashAttention opt-in, no TP overlap",
+              dict(attention="unfused", tp_overlap=0.0, grad_sync="per_step", dp_overlap=False, grad_bytes=4),
+              {"attention": "--use-flash-attn is opt-in (store_true, arguments.py@285068c8, merged that day from "
+                            "'tridao-flashattn'): by default CoreAttention materialises the scores (FusedScaleMaskSoftmax); "
+                            "validate gives FlashAttention to rows that name --use-flash-attn",
+               "tp_overlap": "--tp-comm-overlap did not exist before Transformer Engine userbuffers (2023)",
+               "grad_sync": _LOCAL_DDP, "dp_overlap": _LOCAL_DDP, "grad_bytes": _LOCAL_DDP}),
     Framework("megatron-deepspeed", "Megatron-DeepSpeed (BLOOM, MT-NLG era, 2021-2022): DeepSpeed pipeline "
               "engine, ZeRO-1, unfused attention",
               dict(attention="unfused", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
@@ -208,6 +225,10 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
                               "dynamic tensorwise scaling by default (torchao float8/config.py)",
                "attention": "PyTorch SDPA's flash backend is FlashAttention-2 (integrated in PyTorch 2.2); "
                             "torchtitan's Llama calls F.scaled_dot_product_attention (models/llama/model.py)"}),
+    Framework("llama3", "Meta's Llama 3 405B stack (PyTorch FSDP + TP/PP/CP, NCCLX): FSDP overlapped, "
+              "all-gather context parallelism", dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer",
+                                                     cp_rotate="allgather-exposed"),
+              {"grad_sync": _LLAMA3_FSDP, "dp_overlap": _LLAMA3_FSDP, "zero3_unit": _FSDP, "cp_rotate": _LLAMA3_CP}),
     Framework("jax-xla", "JAX/XLA (MaxText, Paxml): no TP overlap, FSDP overlapped by the scheduler",
               dict(tp_overlap=0.0, dp_overlap=True, zero3_unit="layer"),
               {"tp_overlap": _XLA, "dp_overlap": _XLA, "zero3_unit": _XLA}),
@@ -215,6 +236,17 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               dict(tp_overlap=0.8, grad_sync="per_step", dp_overlap=True),
               {"tp_overlap": _MEGASCALE, "grad_sync": _MEGASCALE, "dp_overlap": _MEGASCALE}),
 )}
+
+
+# Megatron-LM's --overlap-grad-reduce landed in commit 2d5220a424 (2023-08-16); before it the
+# default 'local' DDP reduced gradients after the backward (profile "megatron-lm-2023")
+OVERLAP_GRAD_REDUCE_DATE = (2023, 8, 16)
+
+
+def before_overlap_grad_reduce(framework_text: str | None) -> bool:
+    """Whether the framework text dates itself (YYYY-MM-DD, a commit's date) before 2023-08-16."""
+    d = re.search(r"(20\d\d)-(\d\d)-(\d\d)", framework_text or "")
+    return d is not None and tuple(int(g) for g in d.groups()) < OVERLAP_GRAD_REDUCE_DATE
 
 
 def framework(name: str, field_name: str = "--framework") -> Framework:
@@ -229,6 +261,8 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
     fw, zero = (framework_text or "").lower(), (zero_text or "").lower()
     if "megascale" in fw:
         return "megascale"
+    if "ncclx" in fw:  # Meta's NCCL fork, named by the Llama 3 report (s.3.3.3)
+        return "llama3"
     if "mlperf" in fw and any(k in fw for k in ("nemo", "core")):
         return "nemo-mlperf"
     if "mindspeed" in fw:

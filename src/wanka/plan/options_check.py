@@ -64,7 +64,7 @@ RULES = {
     "dp_sync_per_chunk": _FLAG,
     "bf16_optimizer": _FLAG,
     "layer_microbatch_overhead_s": ((lambda v: _number(v) and 0.0 <= v < 1.0), "seconds per layer per micro-batch, in [0, 1)"),
-    "cp_rotate": _choice("ring", "allgather"),
+    "cp_rotate": _choice("ring", "allgather", "allgather-exposed"),
     "gqa_repeat_kv": _FLAG,
     "fsdp2_copies": _FLAG,
     "adam_foreach": _FLAG,

@@ -12,6 +12,8 @@ row's `assumed` list says so. Framework facts that change mechanisms (framework_
     reduce-scatters on the compute stream, and collectives at about one NIC per GPU (a hypothesis:
     docs/plan.md "ZeRO-3").
   * MegaScale (NSDI'24 s.3.2) fuses TP communication into the GEMMs: 80% of it hidden (assumption).
+  * Megatron-LM dated before --overlap-grad-reduce (2023-08-16): 'local' DDP after the backward,
+    no FlashAttention unless --use-flash-attn; Llama 3 (NCCLX): all-gather context parallelism.
   * DualPipe (DeepSeek-V3): Options.pipeline="dualpipe", 20 of 132 SMs for communication.
 """
 
@@ -237,7 +239,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     """The run's framework profile (plan/frameworks.py) for its layout, then what the row itself
     states or what its year implies (TP overlap asked for, 'local' DDP, recompute modules, DualPipe,
     2021 DeepSpeed ZeRO-3)."""
-    from wanka.plan.frameworks import family_of, framework
+    from wanka.plan.frameworks import before_overlap_grad_reduce, family_of, framework
 
     p, a = _sec(row, "parallelism"), _sec(row, "architecture")
     fw = (p.get("framework") or "").lower()
@@ -246,6 +248,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     family = family_of(p.get("framework"), p.get("zero_or_fsdp"))
     if family == "megatron-lm" and old:
         family = "megatron-lm-2021"  # no FlashAttention, no TP overlap up to 2022
+    elif family == "megatron-lm" and before_overlap_grad_reduce(p.get("framework")):
+        family = "megatron-lm-2023"  # 'local' DDP: gradients all-reduced after the backward
     opts = framework(family).options(lay) if family else Options()
     overlap = " ".join(str(p.get(k) or "") for k in ("comm_overlap", "framework")).lower()
     kw = {}
@@ -253,6 +257,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw.update(attention="unfused", tp_overlap=0.0)
     elif any(k in overlap for k in ("tp-comm-overlap", "tp_comm_overlap", "tp comm overlap")) and opts.tp_overlap == 0:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
+    if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
+        kw["attention"] = "flash"
     local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
     if local_ddp and (a.get("total_params_B") or 0) > 18.5:  # SC'21 ran Megatron's non-overlapped 'local' DDP
         kw["dp_overlap"] = False
