@@ -24,6 +24,7 @@ from wanka.plan.memo import memo_by_identity
 
 from wanka.hardware import GPU
 from wanka.plan import efficiency as E
+from wanka.plan.moe_cost import KERNELS_PER_SEQUENTIAL_EXPERT_FWD, moe_dispatch_bytes
 from wanka.workload.activations import uses_dropout
 from wanka.workload.flops import (Gemm, alternate_matmul_fraction, attention_dims, causal_pair_fraction, head_gemm,
                                   layer_gemms)
@@ -105,10 +106,12 @@ def fp8_cast_bytes(g: Gemm, tokens: float, tp: int, sp: bool, etp: int | None, l
 def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int, seq_full: int,
                tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str,
                modules: tuple[str, ...] = ("core_attn",), etp: int | None = None,
-               imbalance: float = 1.0, eager: bool = False, fp8_scaling: str = "fused") -> LayerTime:
+               imbalance: float = 1.0, eager: bool = False, fp8_scaling: str = "fused",
+               moe_dispatcher: str = "alltoall", moe_grouped_gemm: bool = True) -> LayerTime:
     """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names);
     `imbalance`: max/mean routed tokens per EP rank (wanka.plan.moe_cost); `eager`: elementwise
-    ops unfused (eager_extra_bytes); `fp8_scaling`: "torchao-tensorwise" adds fp8_cast_bytes."""
+    ops unfused (eager_extra_bytes); `fp8_scaling`: "torchao-tensorwise" adds fp8_cast_bytes;
+    `moe_dispatcher`, `moe_grouped_gemm`: Options' (moe_cost.moe_dispatch_bytes)."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
@@ -171,8 +174,14 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         repl, split = repl + tokens * more_repl, split + tokens * more_split
     elem_fwd = (repl / (tp if sp else 1) + split / tp) / hbm
     launch = E.KERNEL_OVERHEAD_S * E.KERNELS_PER_LAYER_FWD
-    fwd = gemm_s + attn_fwd + elem_fwd + launch + cast_fwd / hbm
-    bwd = 2 * gemm_s + attn_bwd + 2 * elem_fwd + 2 * launch + cast_bwd / hbm
+    move_fwd = move_bwd = 0.0  # the all-gather dispatcher's and SequentialMLP's token movement
+    if moe_layer and m.moe is not None:
+        move_fwd, move_bwd = moe_dispatch_bytes(m, tokens, ep, tp, etp or tp, imbalance, moe_dispatcher,
+                                                moe_grouped_gemm)
+        if not moe_grouped_gemm:  # each local expert's kernels, one expert after another
+            launch += E.KERNEL_OVERHEAD_S * KERNELS_PER_SEQUENTIAL_EXPERT_FWD * local
+    fwd = gemm_s + attn_fwd + elem_fwd + launch + (cast_fwd + move_fwd) / hbm
+    bwd = 2 * gemm_s + attn_bwd + 2 * elem_fwd + 2 * launch + (cast_bwd + move_bwd) / hbm
     attn_model_flops = full_flops  # HFU counts attention as the model convention does (full s x s)
     hw = 3 * (gemm_flops + attn_model_flops)
     recompute_s = 0.0

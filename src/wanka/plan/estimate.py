@@ -23,7 +23,7 @@ from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
 from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
 from wanka.plan.uncertainty import mechanism_class
-from wanka.plan.moe_cost import moe_imbalance, moe_mlp_tp_multiplier
+from wanka.plan.moe_cost import allgather_dispatch_comm_s, moe_imbalance, moe_mlp_tp_multiplier
 from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
 from wanka.plan.zero3 import zero3_microbatch_s
 from wanka.workload.flops import model_flops_per_token
@@ -100,9 +100,14 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         imbalance = moe_imbalance(lay, tokens_mb * lay.expert_tp / lay.tp, model.moe.top_k, opts.moe_imbalance,
                                   opts.moe_capacity_factor)
         tp_moe_s = tp_dense_s * (1 + moe_mlp_tp_multiplier(lay, model.moe.top_k, model.moe.shared_experts)) / 2
+        if opts.moe_dispatcher == "allgather":  # attention (+ shared experts) as dense, then the
+            # dispatcher's own all-gather/reduce-scatter over the TP x EP group, not hidden (moe_cost)
+            tp_moe_s = (tp_dense_s * (1 + (1 if model.moe.shared_experts and lay.tp > 1 else 0)) / 2
+                        + allgather_dispatch_comm_s(cluster, lay, act_bytes, opts.algorithm))
     # DualPipe overlaps the all-to-all and the pipeline transfers with the paired chunk's compute
-    # (DeepSeek-V3 s.3.2.1): not exposed
-    ep_s = 0.0 if dualpipe else ep_layer_comm_s(cluster, lay, dispatch * imbalance, opts)
+    # (DeepSeek-V3 s.3.2.1): not exposed; the all-gather dispatcher has no all-to-all
+    no_a2a = dualpipe or opts.moe_dispatcher == "allgather"
+    ep_s = 0.0 if no_a2a else ep_layer_comm_s(cluster, lay, dispatch * imbalance, opts)
 
     slow = 1.0 / (1.0 - opts.comm_sm_fraction)  # SMs lent to communication kernels
 
@@ -115,7 +120,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
                 continue
             lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
                             lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp,
-                            imbalance if is_moe else 1.0, opts.eager, opts.fp8_scaling)
+                            imbalance if is_moe else 1.0, opts.eager, opts.fp8_scaling, opts.moe_dispatcher,
+                            opts.moe_grouped_gemm)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
             tp_l = tp_moe_s if is_moe else tp_dense_s

@@ -74,6 +74,14 @@ class Options:
     # bytes per element of the MoE dispatch all-to-all; None: 1 in FP8 runs (DeepSeek-V3 s.3.3: FP8
     # dispatch), else 2. Megatron-Core's all-to-all dispatcher sends the BF16 hidden states: 2
     moe_dispatch_bytes: int | None = None
+    # how routed tokens reach the experts (wanka.plan.moe_cost): "alltoall" (Megatron-Core
+    # --moe-token-dispatcher-type alltoall, what NeMo recipes set) or "allgather" (the default of that
+    # flag up to core_r0.9: the TP(xEP) group's hidden states all-gathered to every rank and permuted
+    # there, its collectives not hidden by TP overlap)
+    moe_dispatcher: str = "alltoall"
+    # the local experts as one grouped GEMM (--moe-grouped-gemm) or one after another (SequentialMLP,
+    # Megatron-Core's default: per-expert kernels and O(experts) gradient copies, wanka.plan.moe_cost)
+    moe_grouped_gemm: bool = True
     # pipeline sends split over the TP ranks (Megatron's scatter/gather, SC'21 s.4.1); False:
     # DeepSpeed's pipeline engine sends each stage's whole output from every TP rank
     pp_scatter_gather: bool = True

@@ -53,6 +53,8 @@ RULES = {
     "moe_imbalance": ((lambda v: v is None or (_number(v) and v >= 1.0)), "max/mean routed load per EP rank, >= 1, or None"),
     "moe_capacity_factor": ((lambda v: v is None or (_number(v) and v > 0.0)), "a positive factor (1.0-2.0 typical) or None"),
     "moe_dispatch_bytes": ((lambda v: v is None or (type(v) is int and v in (1, 2, 4))), "1, 2 or 4 bytes per element, or None"),
+    "moe_dispatcher": _choice("alltoall", "allgather"),
+    "moe_grouped_gemm": _FLAG,
     "pp_scatter_gather": _FLAG,
     "eager": _FLAG,
     "pp_blocking_p2p": _FLAG,
