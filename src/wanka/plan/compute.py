@@ -38,6 +38,9 @@ class LayerTime:
     recompute_s: float  # extra forward work for the chosen recompute
     hw_flops: float  # executed-by-convention FLOPs (fwd + bwd + recompute) for HFU, this GPU
     attn_fwd_s: float  # forward attention-core time (CP overlaps its ring exchange with it)
+    # forward times of the four GEMMs next to a dense layer's TP collectives (QKV, attention output,
+    # MLP up, MLP down), for the bound an overlap cannot beat (exposure.tp_exposed_gemm_bound); () if not those
+    tp_gemm_fwd_s: tuple[float, ...] = ()
 
 
 def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_bytes: int,
@@ -121,6 +124,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         per_expert = tokens * m.moe.top_k * ep / m.moe.experts * (etp or tp) / tp
         local = m.moe.experts / ep
     gemm_s = gemm_flops = up_proj_s = up_proj_flops = mlp_s = mlp_flops = 0.0
+    by_name: dict[str, float] = {}
     cast_fwd = cast_bwd = 0.0  # bytes
     for g in layer_gemms(m, moe_layer):
         t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp, local, imbalance)
@@ -129,6 +133,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
             cast_fwd, cast_bwd = cast_fwd + cf, cast_bwd + cb
         gemm_s += t
         gemm_flops += f
+        by_name[g.name] = t
         if g.name in ("q_up", "kv_up"):
             up_proj_s += t
             up_proj_flops += f
@@ -206,7 +211,9 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
             hw += mlp_flops
         if "moe_act" in modules and moe_layer and m.moe is not None:
             recompute_s += tokens * m.moe.top_k * (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden / tp / hbm
-    return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd)
+    names = ("qkv", "attn_out", "mlp_up", "mlp_down")
+    tp_gemms = tuple(by_name[n] for n in names) if all(n in by_name for n in names) else ()
+    return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd, tp_gemms)
 
 
 @memo_by_identity(2)

@@ -55,6 +55,7 @@ RULES = {
     "moe_dispatch_bytes": ((lambda v: v is None or (type(v) is int and v in (1, 2, 4))), "1, 2 or 4 bytes per element, or None"),
     "moe_dispatcher": _choice("alltoall", "allgather"),
     "moe_grouped_gemm": _FLAG,
+    "tp_overlap_gemm_bound": _FLAG,
     "pp_scatter_gather": _FLAG,
     "eager": _FLAG,
     "pp_blocking_p2p": _FLAG,
