@@ -148,3 +148,16 @@ def allgather_dispatch_comm_s(cluster, lay, act_bytes: float, algorithm: str) ->
     nbytes = act_bytes * lay.ep  # the gathered tensor: every rank's tokens of the group
     return (collective_time(cluster, "all_gather", nbytes, group, algorithm)
             + collective_time(cluster, "reduce_scatter", nbytes, group, algorithm))
+
+
+def moe_execution_of_row(parallelism: dict) -> dict:
+    """Options fields for how a published run's MoE layers ran, from its row: `moe_token_dispatcher`
+    (the script's --moe-token-dispatcher-type, or the default it ran with) and `moe_grouped_gemm`
+    (whether it passed --moe-grouped-gemm); nothing for a row that says neither."""
+    kw = {}
+    dispatcher = str(parallelism.get("moe_token_dispatcher") or "").lower()
+    if dispatcher in ("allgather", "alltoall"):
+        kw["moe_dispatcher"] = dispatcher
+    if isinstance(parallelism.get("moe_grouped_gemm"), bool):
+        kw["moe_grouped_gemm"] = parallelism["moe_grouped_gemm"]
+    return kw

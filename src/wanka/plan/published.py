@@ -238,6 +238,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     states or what its year implies (TP overlap asked for, 'local' DDP, recompute modules, DualPipe,
     2021 DeepSpeed ZeRO-3)."""
     from wanka.plan.frameworks import family_of, framework
+    from wanka.plan.moe_cost import moe_execution_of_row
 
     p, a = _sec(row, "parallelism"), _sec(row, "architecture")
     fw = (p.get("framework") or "").lower()
@@ -264,11 +265,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["recompute_modules"] = mods
     if isinstance(p.get("moe_capacity_factor"), (int, float)) and p["moe_capacity_factor"] > 0:
         kw["moe_capacity_factor"] = float(p["moe_capacity_factor"])  # token dropping, padded buffers
-    dispatcher = (p.get("moe_token_dispatcher") or "").lower()
-    if dispatcher in ("allgather", "alltoall"):  # the script's --moe-token-dispatcher-type (or its default)
-        kw["moe_dispatcher"] = dispatcher
-    if isinstance(p.get("moe_grouped_gemm"), bool):  # --moe-grouped-gemm given or not
-        kw["moe_grouped_gemm"] = p["moe_grouped_gemm"]
+    kw.update(moe_execution_of_row(p))  # the script's MoE dispatcher and grouped GEMM (plan/moe_cost.py)
     if "eager" in fw and "compile" not in fw:  # no torch.compile: elementwise ops kernel by kernel
         kw["eager"] = True
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
