@@ -131,7 +131,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
             tp_l = tp_lb = tp_moe_s if is_moe else tp_dense_s
-            if opts.tp_overlap_gemm_bound and not is_moe and lt.tp_gemm_fwd_s and lay.tp > 1:
+            # sequence parallel: the four all-gather/reduce-scatters, one beside each GEMM (exposure.py)
+            if opts.tp_overlap_gemm_bound and sp and not is_moe and lt.tp_gemm_fwd_s and lay.tp > 1:
                 tp_l, tp_lb = tp_exposed_gemm_bound(tp_raw_s, opts.tp_overlap, lt.tp_gemm_fwd_s)
             full = lay.recompute == "full"
             # one layer's forward and backward (without a full-recompute replay) for ZeRO-3's units

@@ -139,8 +139,8 @@ def tp_layer_comm_s(cluster, lay, act_bytes: float, opts: Options) -> float:
 
 
 def tp_exposed_gemm_bound(tp_raw_fwd_s: float, tp_overlap: float, gemm_fwd_s: tuple[float, ...]) -> tuple[float, float]:
-    """(forward, backward) exposed TP communication of one dense layer when each of its four
-    collectives (equal bytes: raw/4 each) can hide at most under the GEMM it is fused with or runs
+    """(forward, backward) exposed TP communication of one sequence-parallel dense layer when each of
+    its four collectives (equal bytes: raw/4 each) can hide at most under the GEMM it is fused with or runs
     beside: exposed = max(c (1 - tp_overlap), c - GEMM) per collective, the backward GEMMs twice the
     forward's (dgrad + wgrad). An overlap fraction (userbuffers, MC2) assumes each GEMM outlasts its
     collective; this is the same model without that assumption (Options.tp_overlap_gemm_bound)."""
