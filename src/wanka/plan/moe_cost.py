@@ -32,6 +32,10 @@ instead:
   * experts not TP-split (etp = 1): the sequence-parallel tokens go straight into the all-to-all
     over the ep*etp ranks: no TP collective for the routed experts;
   * shared experts are TP-split like a dense MLP: one dense MLP's all-gather + reduce-scatter.
+
+How the routed tokens reach the experts and the experts run (Options.moe_dispatcher,
+moe_grouped_gemm): Megatron-Core's all-gather dispatcher and SequentialMLP, byte by byte from their
+code, below (moe_dispatch_bytes, allgather_dispatch_comm_s).
 """
 
 from __future__ import annotations
