@@ -139,6 +139,11 @@ def _framework_flags(p: argparse.ArgumentParser) -> None:
                    help="what one ZeRO-3 gather fetches: layer (FSDP block) or weight (DeepSpeed submodule)")
     g.add_argument("--no-zero3-grad-overlap", action="store_true",
                    help="ZeRO-3 gradient reduce-scatters on the compute stream (DeepSpeed overlap_comm=false)")
+    g.add_argument("--moe-dispatcher", choices=("alltoall", "allgather"), default=None,
+                   help="MoE token dispatcher (Megatron-Core --moe-token-dispatcher-type): alltoall (default here) or "
+                   "allgather (Megatron-Core's own default: the TP group's tokens gathered and permuted on every rank)")
+    g.add_argument("--no-moe-grouped-gemm", action="store_true",
+                   help="MoE experts one after another (Megatron-Core SequentialMLP, no --moe-grouped-gemm)")
     g.add_argument("--algorithm", choices=("auto", "ring", "tree", "hierarchical", "flat-ring"), default=None,
                    help="collective algorithm: auto (NCCL-style choice) or a fixed one; flat-ring = topology-unaware")
 
@@ -157,13 +162,15 @@ def _options(args, layout: Layout | None = None) -> Options:
         if not 0.0 <= args.tp_overlap <= 1.0:
             raise SpecError("--tp-overlap", "a fraction in [0, 1]", args.tp_overlap)
         kw["tp_overlap"] = args.tp_overlap
-    for flag in ("attention", "zero3_unit", "algorithm"):
+    for flag in ("attention", "zero3_unit", "algorithm", "moe_dispatcher"):
         if getattr(args, flag) is not None:
             kw[flag] = getattr(args, flag)
     if args.no_dp_overlap:
         kw["dp_overlap"] = False
     if args.no_zero3_grad_overlap:
         kw["zero3_grad_overlap"] = False
+    if args.no_moe_grouped_gemm:
+        kw["moe_grouped_gemm"] = False
     base = Options(pipeline=args.pipeline)
     if args.framework:
         base = framework(args.framework).options(layout, base)

@@ -24,6 +24,7 @@ from wanka.plan.memo import memo_by_identity
 
 from wanka.hardware import GPU
 from wanka.plan import efficiency as E
+from wanka.plan.moe_cost import KERNELS_PER_SEQUENTIAL_EXPERT_FWD, moe_dispatch_bytes
 from wanka.workload.activations import uses_dropout
 from wanka.workload.flops import (Gemm, alternate_matmul_fraction, attention_dims, causal_pair_fraction, head_gemm,
                                   layer_gemms)
@@ -37,6 +38,9 @@ class LayerTime:
     recompute_s: float  # extra forward work for the chosen recompute
     hw_flops: float  # executed-by-convention FLOPs (fwd + bwd + recompute) for HFU, this GPU
     attn_fwd_s: float  # forward attention-core time (CP overlaps its ring exchange with it)
+    # forward times of the four GEMMs next to a dense layer's TP collectives (QKV, attention output,
+    # MLP up, MLP down), for the bound an overlap cannot beat (exposure.tp_exposed_gemm_bound); () if not those
+    tp_gemm_fwd_s: tuple[float, ...] = ()
 
 
 def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_bytes: int,
@@ -116,11 +120,13 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
                tp: int, ep: int, sp: bool, recompute: str, precision: str, attention: str,
                modules: tuple[str, ...] = ("core_attn",), etp: int | None = None,
                imbalance: float = 1.0, eager: bool = False, fp8_scaling: str = "fused",
-               complex_rope: bool = False) -> LayerTime:
+               complex_rope: bool = False, moe_dispatcher: str = "alltoall",
+               moe_grouped_gemm: bool = True) -> LayerTime:
     """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names);
     `imbalance`: max/mean routed tokens per EP rank (wanka.plan.moe_cost); `eager`: elementwise
     ops unfused (eager_extra_bytes); `fp8_scaling`: "torchao-tensorwise" adds fp8_cast_bytes;
-    `complex_rope`: a compiled block's complex RoPE still runs op by op (complex_rope_extra_bytes)."""
+    `complex_rope`: a compiled block's complex RoPE still runs op by op (complex_rope_extra_bytes);
+    `moe_dispatcher`, `moe_grouped_gemm`: Options' (moe_cost.moe_dispatch_bytes)."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
@@ -130,6 +136,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         per_expert = tokens * m.moe.top_k * ep / m.moe.experts * (etp or tp) / tp
         local = m.moe.experts / ep
     gemm_s = gemm_flops = up_proj_s = up_proj_flops = mlp_s = mlp_flops = 0.0
+    by_name: dict[str, float] = {}
     cast_fwd = cast_bwd = 0.0  # bytes
     for g in layer_gemms(m, moe_layer):
         t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp, local, imbalance)
@@ -138,6 +145,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
             cast_fwd, cast_bwd = cast_fwd + cf, cast_bwd + cb
         gemm_s += t
         gemm_flops += f
+        by_name[g.name] = t
         if g.name in ("q_up", "kv_up"):
             up_proj_s += t
             up_proj_flops += f
@@ -185,8 +193,14 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         split += tokens * complex_rope_extra_bytes(m)
     elem_fwd = (repl / (tp if sp else 1) + split / tp) / hbm
     launch = E.KERNEL_OVERHEAD_S * E.KERNELS_PER_LAYER_FWD
-    fwd = gemm_s + attn_fwd + elem_fwd + launch + cast_fwd / hbm
-    bwd = 2 * gemm_s + attn_bwd + 2 * elem_fwd + 2 * launch + cast_bwd / hbm
+    move_fwd = move_bwd = 0.0  # the all-gather dispatcher's and SequentialMLP's token movement
+    if moe_layer and m.moe is not None:
+        move_fwd, move_bwd = moe_dispatch_bytes(m, tokens, ep, tp, etp or tp, imbalance, moe_dispatcher,
+                                                moe_grouped_gemm)
+        if not moe_grouped_gemm:  # each local expert's kernels, one expert after another
+            launch += E.KERNEL_OVERHEAD_S * KERNELS_PER_SEQUENTIAL_EXPERT_FWD * local
+    fwd = gemm_s + attn_fwd + elem_fwd + launch + (cast_fwd + move_fwd) / hbm
+    bwd = 2 * gemm_s + attn_bwd + 2 * elem_fwd + 2 * launch + (cast_bwd + move_bwd) / hbm
     attn_model_flops = full_flops  # HFU counts attention as the model convention does (full s x s)
     hw = 3 * (gemm_flops + attn_model_flops)
     recompute_s = 0.0
@@ -211,7 +225,9 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
             hw += mlp_flops
         if "moe_act" in modules and moe_layer and m.moe is not None:
             recompute_s += tokens * m.moe.top_k * (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden / tp / hbm
-    return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd)
+    names = ("qkv", "attn_out", "mlp_up", "mlp_down")
+    tp_gemms = tuple(by_name[n] for n in names) if all(n in by_name for n in names) else ()
+    return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd, tp_gemms)
 
 
 @memo_by_identity(2)

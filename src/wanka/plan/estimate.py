@@ -13,6 +13,7 @@ MFU = model_flops_per_token * tokens / (step * GPUs * BF16 dense peak); HFU coun
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from wanka.cluster import Cluster
@@ -23,9 +24,10 @@ from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
 from wanka.plan.interleaved import chunk_p2p_exposed_s
-from wanka.plan.exposure import Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_layer_comm_s
+from wanka.plan.exposure import (Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_exposed_gemm_bound,
+                                 tp_layer_comm_s)
 from wanka.plan.uncertainty import mechanism_class
-from wanka.plan.moe_cost import moe_imbalance, moe_mlp_tp_multiplier
+from wanka.plan.moe_cost import allgather_dispatch_comm_s, moe_imbalance, moe_mlp_tp_multiplier
 from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
 from wanka.plan.zero3 import zero3_microbatch_s
 from wanka.workload.flops import model_flops_per_token
@@ -96,6 +98,10 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     act_bytes = 2.0 * tokens_mb * model.hidden  # one micro-batch's activations (16-bit)
 
     tp_dense_s = tp_layer_comm_s(cluster, lay, act_bytes, opts)
+    tp_raw_s = tp_dense_s  # without the overlap: tp_layer_comm_s is raw x (1 - tp_overlap)
+    if opts.tp_overlap_gemm_bound and 0.0 < opts.tp_overlap:
+        tp_raw_s = (tp_dense_s / (1.0 - opts.tp_overlap) if opts.tp_overlap < 1.0 else
+                    tp_layer_comm_s(cluster, lay, act_bytes, dataclasses.replace(opts, tp_overlap=0.0)))
     kv_heads = model.heads if (model.mla or opts.gqa_repeat_kv) else model.kv_heads_
     kv_chunk = 2.0 * 2 * tokens_mb * max(1.0, kv_heads / lay.tp) * model.head_dim_
     dispatch, imbalance, tp_moe_s = 0.0, 1.0, tp_dense_s
@@ -106,9 +112,14 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         imbalance = moe_imbalance(lay, tokens_mb * lay.expert_tp / lay.tp, model.moe.top_k, opts.moe_imbalance,
                                   opts.moe_capacity_factor)
         tp_moe_s = tp_dense_s * (1 + moe_mlp_tp_multiplier(lay, model.moe.top_k, model.moe.shared_experts)) / 2
+        if opts.moe_dispatcher == "allgather":  # attention (+ shared experts) as dense, then the
+            # dispatcher's own all-gather/reduce-scatter over the TP x EP group, not hidden (moe_cost)
+            tp_moe_s = (tp_dense_s * (1 + (1 if model.moe.shared_experts and lay.tp > 1 else 0)) / 2
+                        + allgather_dispatch_comm_s(cluster, lay, act_bytes, opts.algorithm))
     # DualPipe overlaps the all-to-all and the pipeline transfers with the paired chunk's compute
-    # (DeepSeek-V3 s.3.2.1): not exposed
-    ep_s = 0.0 if dualpipe else ep_layer_comm_s(cluster, lay, dispatch * imbalance, opts)
+    # (DeepSeek-V3 s.3.2.1): not exposed; the all-gather dispatcher has no all-to-all
+    no_a2a = dualpipe or opts.moe_dispatcher == "allgather"
+    ep_s = 0.0 if no_a2a else ep_layer_comm_s(cluster, lay, dispatch * imbalance, opts)
 
     slow = 1.0 / (1.0 - opts.comm_sm_fraction)  # SMs lent to communication kernels
 
@@ -122,18 +133,22 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
                             lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp,
                             imbalance if is_moe else 1.0, opts.eager, opts.fp8_scaling,
-                            opts.complex_rope)
+                            opts.complex_rope, opts.moe_dispatcher, opts.moe_grouped_gemm)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_s if is_moe else 0.0
-            tp_l = tp_moe_s if is_moe else tp_dense_s
+            tp_l = tp_lb = tp_moe_s if is_moe else tp_dense_s
+            # sequence parallel: the four all-gather/reduce-scatters, one beside each GEMM (exposure.py)
+            if opts.tp_overlap_gemm_bound and sp and not is_moe and lt.tp_gemm_fwd_s and lay.tp > 1:
+                tp_l, tp_lb = tp_exposed_gemm_bound(tp_raw_s, opts.tp_overlap, lt.tp_gemm_fwd_s)
             full = lay.recompute == "full"
             # one layer's forward and backward (without a full-recompute replay) for ZeRO-3's units
             runs.append((lt, count, is_moe, lt.fwd_s * slow + tp_l + cp_f + ep_l,
-                         (lt.bwd_s + (0.0 if full else lt.recompute_s)) * slow + tp_l + cp_b + ep_l))
+                         (lt.bwd_s + (0.0 if full else lt.recompute_s)) * slow + tp_lb + cp_b + ep_l))
             fwd += count * (lt.fwd_s * slow + tp_l + cp_f + ep_l)
-            bwd += count * ((lt.bwd_s + lt.recompute_s) * slow + tp_l * (2 if full else 1) + cp_b + ep_l * (2 if full else 1))
+            bwd += count * ((lt.bwd_s + lt.recompute_s) * slow + tp_lb + (tp_l if full else 0.0) + cp_b
+                            + ep_l * (2 if full else 1))
             rec += count * lt.recompute_s * slow
-            comm["tp"] += count * tp_l * (3 if full else 2)
+            comm["tp"] += count * (tp_l * (2 if full else 1) + tp_lb)
             comm["cp"] += count * (cp_f + cp_b)
             comm["ep"] += count * ep_l * (3 if full else 2)
         if last:  # the output layer and loss run on the last stage

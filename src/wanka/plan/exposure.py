@@ -77,6 +77,17 @@ class Options:
     # bytes per element of the MoE dispatch all-to-all; None: 1 in FP8 runs (DeepSeek-V3 s.3.3: FP8
     # dispatch), else 2. Megatron-Core's all-to-all dispatcher sends the BF16 hidden states: 2
     moe_dispatch_bytes: int | None = None
+    # how routed tokens reach the experts (wanka.plan.moe_cost): "alltoall" (Megatron-Core
+    # --moe-token-dispatcher-type alltoall, what NeMo recipes set) or "allgather" (the default of that
+    # flag up to core_r0.9: the TP(xEP) group's hidden states all-gathered to every rank and permuted
+    # there, its collectives not hidden by TP overlap)
+    moe_dispatcher: str = "alltoall"
+    # the local experts as one grouped GEMM (--moe-grouped-gemm) or one after another (SequentialMLP,
+    # Megatron-Core's default: per-expert kernels and O(experts) gradient copies, wanka.plan.moe_cost)
+    moe_grouped_gemm: bool = True
+    # a TP collective hides at most under the GEMM it overlaps (exposure.tp_exposed_gemm_bound); False:
+    # tp_overlap applies whatever the GEMM lengths
+    tp_overlap_gemm_bound: bool = True
     # pipeline sends split over the TP ranks (Megatron's scatter/gather, SC'21 s.4.1); False:
     # DeepSpeed's pipeline engine sends each stage's whole output from every TP rank
     pp_scatter_gather: bool = True
@@ -167,6 +178,18 @@ def tp_layer_comm_s(cluster, lay, act_bytes: float, opts: Options) -> float:
     else:
         one = _ct(cluster, "all_reduce", act_bytes, size, stride, opts.algorithm)
     return 2 * one * (1 - opts.tp_overlap)
+
+
+def tp_exposed_gemm_bound(tp_raw_fwd_s: float, tp_overlap: float, gemm_fwd_s: tuple[float, ...]) -> tuple[float, float]:
+    """(forward, backward) exposed TP communication of one sequence-parallel dense layer when each of
+    its four collectives (equal bytes: raw/4 each) can hide at most under the GEMM it is fused with or runs
+    beside: exposed = max(c (1 - tp_overlap), c - GEMM) per collective, the backward GEMMs twice the
+    forward's (dgrad + wgrad). An overlap fraction (userbuffers, MC2) assumes each GEMM outlasts its
+    collective; this is the same model without that assumption (Options.tp_overlap_gemm_bound)."""
+    c = tp_raw_fwd_s / 4
+    fwd = sum(max(c * (1 - tp_overlap), c - g) for g in gemm_fwd_s)
+    bwd = sum(max(c * (1 - tp_overlap), c - 2 * g) for g in gemm_fwd_s)
+    return fwd, bwd
 
 
 def cp_layer_exposed_s(cluster, lay, kv_chunk_bytes: float, attn_fwd_s: float, opts: Options) -> tuple[float, float]:

@@ -146,10 +146,24 @@ _MLPERF_SRC = dict(_MCORE_SRC,
                                   "an interleaved pipeline the transfers hide under the chunks (plan/interleaved.py)",
                    dp_comm_ctas=f"NCCL_MIN_CTAS=16, NCCL_MAX_CTAS=32 with NVTE_*_LAYERNORM_SM_MARGIN=16 ({_MLPERF_CFG}): "
                                 "at least 16 SMs run the overlapped DP collectives (plan/dp_schedule.py)")
-_MC2 = ("MindSpeed-LLM MC2 (--use-mc2; the README's performance table is measured with it on): torch_npu's "
-        "npu_all_gather_base_mm and npu_mm_reduce_scatter_base fuse the sequence-parallel all-gather/reduce-scatter "
-        "into the matmul (modellink/core/tensor_parallel/ascend_turbo/mc2_linears_seq_parallel.py@75f2e902022c); "
-        "the hidden fraction 0.5 is the same assumption as Transformer Engine's")
+# MindSpeed-LLM's MC2 linears (modellink/core/tensor_parallel/ascend_turbo/mc2_linears_seq_parallel.py@75f2e902022c),
+# per collective in the userbuffers vocabulary above: forward, ColumnSeqParallelLinear runs torch_npu's
+# npu_all_gather_base_mm, which streams the gathered rows chunk by chunk into the matmul ("融合算子内部实现通信和
+# 计算流水并行", torch_npu API reference npu_all_gather_base_mm; the local chunk first: localTiling in CANN's
+# all_gather_matmul_tiling.h) -- hidden whole, as a ring exchange; RowSeqParallelLinear runs
+# npu_mm_reduce_scatter_base, the matmul in chunks each reduce-scattered under the next -- a pipeline whose last
+# chunk is exposed, with one chunk per TP rank (8 on Atlas A2's 8-NPU HCCS mesh: an assumption, the chunk count
+# is the kernel's tiling). Backward: the row-parallel dgrad is npu_all_gather_base_mm again (hidden); the
+# column-parallel backward re-gathers its input with an async all-gather under the dgrad matmul and reduce-scatters
+# the input gradient asynchronously under the wgrad matmul (bulk overlap).
+MINDSPEED_MC2 = {"qkv_fprop": ("ring_exchange", 1), "proj_fprop": ("pipeline", 8),
+                 "fc1_fprop": ("ring_exchange", 1), "fc2_fprop": ("pipeline", 8),
+                 "qkv_dgrad": ("bulk", 1), "proj_dgrad": ("ring_exchange", 1),
+                 "fc1_dgrad": ("bulk", 1), "fc2_dgrad": ("ring_exchange", 1)}
+_MC2 = ("MindSpeed-LLM MC2 (--use-mc2; the README's performance table is measured with it on, README.md@75f2e902022c "
+        "line 89): the sequence-parallel all-gather/reduce-scatter fused into or run asynchronously under the matmuls "
+        "(MINDSPEED_MC2): 31/32 of a layer's TP traffic hidden (userbuffers_hidden_fraction), while each matmul "
+        "outlasts its collective. A script without --use-mc2 ran without it (the row says comm_overlap 'none')")
 _DS_PIPE_SWITCHES = dict(grad_sync="per_step", dp_overlap=False, param_gather_overlap=False, bf16_optimizer=True)
 
 PROFILES: dict[str, Framework] = {p.name: p for p in (
@@ -161,7 +175,8 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               dict(_MCORE, fp8_params=True, dp_comm_ctas=16, grad_bytes=2, pp_p2p_overlap=True, tp_overlap=userbuffers_hidden_fraction(MLPERF_USERBUFFERS)),
               _MLPERF_SRC),
     Framework("mindspeed", "MindSpeed-LLM (Huawei Ascend, torch_npu): Megatron-Core models, MC2 fused TP "
-              "communication, distributed optimizer", dict(_MCORE), dict(_MCORE_SRC, tp_overlap=_MC2)),
+              "communication, distributed optimizer",
+              dict(_MCORE, tp_overlap=userbuffers_hidden_fraction(MINDSPEED_MC2)), dict(_MCORE_SRC, tp_overlap=_MC2)),
     Framework("megatron-lm", "Megatron-LM (2023-, on Megatron-Core) without NeMo's recipe defaults: TP overlap "
               "only when asked for", dict(tp_overlap=0.0, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2),
               {"tp_overlap": "--tp-comm-overlap is opt-in in Megatron-LM (arguments.py)", "grad_sync": _MCORE_DDP,

@@ -32,6 +32,10 @@ instead:
   * experts not TP-split (etp = 1): the sequence-parallel tokens go straight into the all-to-all
     over the ep*etp ranks: no TP collective for the routed experts;
   * shared experts are TP-split like a dense MLP: one dense MLP's all-gather + reduce-scatter.
+
+How the routed tokens reach the experts and the experts run (Options.moe_dispatcher,
+moe_grouped_gemm): Megatron-Core's all-gather dispatcher and SequentialMLP, byte by byte from their
+code, below (moe_dispatch_bytes, allgather_dispatch_comm_s).
 """
 
 from __future__ import annotations
@@ -73,3 +77,91 @@ def moe_mlp_tp_multiplier(lay, top_k: int, shared_experts: int) -> float:
         return 0.0
     routed = float(top_k) if lay.expert_tp > 1 else 0.0
     return routed + (1.0 if shared_experts else 0.0)
+
+
+# How the routed tokens reach the experts and the experts run (Options.moe_dispatcher,
+# Options.moe_grouped_gemm; docs/plan.md "MoE"). Bytes per hidden element moved through HBM, each
+# op's reads and writes, from the code the runs execute:
+#
+# All-gather dispatcher (Megatron-Core core_r0.6.0 transformer/moe/token_dispatcher.py
+# MoEAllGatherTokenDispatcher, the default of --moe-token-dispatcher-type up to core_r0.9; as MindSpeed
+# patches it, mindspeed/core/transformer/moe/token_dispatcher.py@e6ea2117, the commit MindSpeed-LLM's
+# README pins). The hidden states of the whole tensor(-and-expert)-parallel group are all-gathered to
+# every rank, so every rank permutes all the group's tokens at full hidden size (not 1/tp of them):
+#   forward, per routed copy: global[map] gather 2+2, [indices] gather 2+2, zeros_like 2, index_put
+#     2+2, x probs 2+2, .float() 2+4, fp32 index_put(accumulate) 4+4+4 = 36; per token of the group:
+#     fp32 zeros 4, .to(bf16) 4+2 = 10;
+#   backward (autograd of the same ops): index_select fp32 4+4, fp32->bf16 4+2, probs' product and its
+#     gradient 2+2 + 2+2, gather 2+2, two advanced-index backwards (index_put accumulate into zeros)
+#     2+2+4 each = 40 per copy; per token: bf16->fp32 2+4, zeros 2 = 8.
+ALLGATHER_BYTES_PER_COPY = (36.0, 40.0)
+ALLGATHER_BYTES_PER_TOKEN = (10.0, 8.0)
+# Experts one after another (Megatron-Core core_r0.6.0 transformer/moe/experts.py SequentialMLP,
+# without --moe-grouped-gemm): forward zeros_like(output) 2 + each expert's output copied into its
+# slice 2+2 = 6 per copy. Backward, PyTorch autograd (checked with torch.profiler on a CPU copy of the
+# loop): each of the E slices of the input has a SliceBackward (aten::slice_backward: a full-size
+# zeros 2, its slice copied 2+2 in all), the E gradients are accumulated into one (E-1 add_, 2+2+2
+# each), each of the E slice assignments is a CopySlices (the whole gradient cloned, 2+2, and the
+# slice's own gradient 2+2 in all): 12 E + 4 per copy, E = local experts.
+SEQUENTIAL_FWD_BYTES_PER_COPY = 6.0
+KERNELS_PER_SEQUENTIAL_EXPERT_FWD = 4  # fc1, activation, fc2, the copy into the output slice
+
+
+def sequential_bwd_bytes_per_copy(local_experts: float) -> float:
+    e = max(1.0, local_experts)
+    return 12.0 * e + 4.0
+
+
+def moe_dispatch_bytes(m, tokens: float, ep: int, tp: int, etp: int, imbalance: float, dispatcher: str,
+                       grouped_gemm: bool) -> tuple[float, float]:
+    """(forward, backward) HBM bytes of one MoE layer's token movement on one rank beyond the
+    all-to-all dispatcher's permutation (which compute.layer_time prices as 8 h per copy, 1/tp of
+    them): the all-gather dispatcher's (ALLGATHER_BYTES_*) and SequentialMLP's (above). `tokens`:
+    the TP group's tokens of the micro-batch (mbs x local sequence)."""
+    if m.moe is None:
+        return 0.0, 0.0
+    h = m.hidden
+    copies = tokens * m.moe.top_k * (etp / tp) * imbalance  # routed copies this rank's experts take
+    fwd = bwd = 0.0
+    if dispatcher == "allgather":
+        group_tokens = tokens * ep  # all-gathered over the tensor-and-expert group
+        fwd += h * (ALLGATHER_BYTES_PER_COPY[0] * copies + ALLGATHER_BYTES_PER_TOKEN[0] * group_tokens)
+        bwd += h * (ALLGATHER_BYTES_PER_COPY[1] * copies + ALLGATHER_BYTES_PER_TOKEN[1] * group_tokens)
+    if not grouped_gemm:
+        fwd += h * SEQUENTIAL_FWD_BYTES_PER_COPY * copies
+        bwd += h * sequential_bwd_bytes_per_copy(m.moe.experts / ep) * copies
+    return fwd, bwd
+
+
+def allgather_dispatch_comm_s(cluster, lay, act_bytes: float, algorithm: str) -> float:
+    """The all-gather dispatcher's collectives of one MoE layer forward (backward the same): the
+    hidden states all-gathered over the tensor-and-expert-parallel group (etp x ep ranks, etp
+    innermost: contiguous when etp = tp) and the combined output reduce-scattered back, in BF16
+    (core_r0.6.0 gather_from_sequence_parallel_region_to_moe / reduce_scatter_to_sequence_parallel_
+    region_from_moe). They run outside the linear layers, so neither Transformer Engine's userbuffers
+    nor MindSpeed's MC2 (both fuse the collectives of ColumnParallelLinear/RowParallelLinear) hide
+    them; MindSpeed-LLM even restores the experts' plain linear forwards under MC2
+    (modellink/core/models/gpt/gpt_layer_specs.py build_layers_wrapper@75f2e902022c)."""
+    from wanka.comm import collective_time, group_for_stride
+
+    size = lay.expert_tp * lay.ep
+    if size <= 1:
+        return 0.0
+    stride = lay.group("etp")[1]
+    group = group_for_stride(cluster, size, stride)
+    nbytes = act_bytes * lay.ep  # the gathered tensor: every rank's tokens of the group
+    return (collective_time(cluster, "all_gather", nbytes, group, algorithm)
+            + collective_time(cluster, "reduce_scatter", nbytes, group, algorithm))
+
+
+def moe_execution_of_row(parallelism: dict) -> dict:
+    """Options fields for how a published run's MoE layers ran, from its row: `moe_token_dispatcher`
+    (the script's --moe-token-dispatcher-type, or the default it ran with) and `moe_grouped_gemm`
+    (whether it passed --moe-grouped-gemm); nothing for a row that says neither."""
+    kw = {}
+    dispatcher = str(parallelism.get("moe_token_dispatcher") or "").lower()
+    if dispatcher in ("allgather", "alltoall"):
+        kw["moe_dispatcher"] = dispatcher
+    if isinstance(parallelism.get("moe_grouped_gemm"), bool):
+        kw["moe_grouped_gemm"] = parallelism["moe_grouped_gemm"]
+    return kw

@@ -240,6 +240,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     states or what its year implies (TP overlap asked for, 'local' DDP, recompute modules, DualPipe,
     2021 DeepSpeed ZeRO-3)."""
     from wanka.plan.frameworks import before_overlap_grad_reduce, family_of, framework
+    from wanka.plan.moe_cost import moe_execution_of_row
 
     p, a = _sec(row, "parallelism"), _sec(row, "architecture")
     fw = (p.get("framework") or "").lower()
@@ -257,6 +258,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw.update(attention="unfused", tp_overlap=0.0)
     elif any(k in overlap for k in ("tp-comm-overlap", "tp_comm_overlap", "tp comm overlap")) and opts.tp_overlap == 0:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
+    elif (p.get("comm_overlap") or "").lower().startswith("none"):  # the run's script turns its overlap off
+        kw["tp_overlap"] = 0.0
     if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
         kw["attention"] = "flash"
     local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
@@ -270,6 +273,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["moe_capacity_factor"] = float(p["moe_capacity_factor"])  # token dropping, padded buffers
     if isinstance(p.get("dp_bucket_params"), (int, float)) and p["dp_bucket_params"] >= 1:
         kw["dp_bucket_params"] = float(p["dp_bucket_params"])  # the run's DDP bucket_size (parameters)
+    kw.update(moe_execution_of_row(p))  # the script's MoE dispatcher and grouped GEMM (plan/moe_cost.py)
     if "eager" in fw and "compile" not in fw:  # no torch.compile: elementwise ops kernel by kernel
         kw["eager"] = True
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
