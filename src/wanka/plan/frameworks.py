@@ -200,10 +200,13 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
                                "(fsdp/_fully_shard/_fsdp_collectives.py foreach_all_gather_copy_out, foreach_reduce)",
                "fsdp2_keep_unsharded": "torchtitan parallelize_llama.py apply_fsdp (@9dec370ad26b): the last "
                                        "block with reshard_after_forward=False, activation checkpointing applied "
-                                       "inside each fully_shard unit (apply_ac before apply_fsdp); torch FSDP2 "
-                                       "(_fsdp_state.py _lazy_init): the root is not resharded after forward, and its "
-                                       "post-backward (reduce-scatter) runs in _root_post_backward_final_callback "
-                                       "because its inputs (token ids) need no gradient",
+                                       "inside each fully_shard unit (apply_ac before apply_fsdp); torch FSDP2 of "
+                                       "2024 (_composable/fsdp/_fsdp_state.py _lazy_init: the root's "
+                                       "post_forward_mesh_info = None whatever reshard_after_forward says; torch "
+                                       "2.13 only when it is left None): the root is not resharded after forward, "
+                                       "and its post-backward (reduce-scatter) runs in "
+                                       "_root_post_backward_final_callback because its inputs (token ids) need no "
+                                       "gradient",
                "adam_foreach": "torchtitan optimizer.py (@9dec370ad26b): AdamW with fused=--optimizer.fused (default "
                                "False) and foreach=not fused",
                "complex_rope": "torchtitan models/llama/model.py apply_rotary_emb (@9dec370ad26b): view_as_complex "
