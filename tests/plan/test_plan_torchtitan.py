@@ -74,8 +74,10 @@ def test_median_error_on_the_torchtitan_set():
     eager kernels and torchao's Float8 casts, 16.0% with torch's all-gather context parallelism
     (plan/cp_allgather.py), 12.4% with FSDP2's copies, foreach AdamW and the eager fp32 loss, 10.7%
     with FA2's forward/backward rates from the FA3 paper's figures, 7.8% with the compiled complex
-    RoPE. Left: the 8B CP rows at cp >= 4 (+50%, +59%), 405B CP +24..+42%, 8B 32K +14%."""
-    assert summary(list(_checks().values()))["median_abs_error"] <= 0.079
+    RoPE, 7.5% with FSDP2 keeping the root and last block gathered into the backward (root
+    reduce-scatter after it). Left: the 8B CP rows at cp >= 4 (+50%, +59%), 405B CP +24..+42%,
+    8B 32K +14% (docs/plan.md "torchtitan's CP rows, follow-up")."""
+    assert summary(list(_checks().values()))["median_abs_error"] <= 0.076
 
 
 def test_eager_elementwise_bytes_are_torchtitans_op_by_op_traffic():

@@ -1,6 +1,7 @@
 """ZeRO-3 / FSDP: unit-by-unit gathers, one unit ahead of the compute (wanka.plan.zero3)."""
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -33,11 +34,10 @@ def test_a_run_of_identical_layers_is_priced_exactly_in_compressed_form():
     extra = Unit(0.0, 0.0, 9.0, 0.0)
     gather = lambda u: 0.1 * (u.dense_params + u.expert_params)  # noqa: E731
     rs = lambda u: 0.05 * (u.dense_params + u.expert_params)  # noqa: E731
-    for recompute in (False, True):
-        for overlap in (False, True):
-            compressed = microbatch_exposed_s([(a, 7), (b, 5)], extra, recompute, gather, rs, overlap)
-            expanded = microbatch_exposed_s([(a, 1)] * 7 + [(b, 1)] * 5, extra, recompute, gather, rs, overlap)
-            assert compressed == pytest.approx(expanded, rel=1e-12)
+    for recompute, overlap, keep in itertools.product((False, True), repeat=3):
+        compressed = microbatch_exposed_s([(a, 7), (b, 5)], extra, recompute, gather, rs, overlap, keep)
+        expanded = microbatch_exposed_s([(a, 1)] * 7 + [(b, 1)] * 5, extra, recompute, gather, rs, overlap, keep)
+        assert compressed == pytest.approx(expanded, rel=1e-12)
 
 
 def test_weight_units_split_a_layer_by_gemm_flops_and_keep_its_parameters():
@@ -96,3 +96,33 @@ def test_hsdp_gathers_in_the_shard_group_and_all_reduces_across_replicas():
     # one replica per shard group: HSDP with dp_shard = dp is plain FSDP
     same = estimate(m, c, Layout.parse(lay + ",dp_shard=512"), options=flat)
     assert same.step_time_s == pytest.approx(full.step_time_s, rel=1e-12)
+
+
+def test_fsdp2_keeps_the_root_and_last_block_gathered_into_the_backward():
+    # three identical layers (gather 1 s, reduce-scatter 0.5 s each) and a root unit (gather 2 s,
+    # reduce-scatter 1 s); compute long enough to hide everything that can hide
+    layer, root = Unit(100.0, 200.0, 10.0, 0.0), Unit(0.0, 0.0, 20.0, 0.0)
+    gather = lambda u: 0.1 * u.dense_params  # noqa: E731
+    rs = lambda u: 0.05 * u.dense_params  # noqa: E731
+    for recompute in (False, True):
+        exposed, total = microbatch_exposed_s([((layer,), 3)], root, recompute, gather, rs, True, keep_unsharded=True)
+        # forward 2 + 3 x 1; backward gathers only the two blocks that were resharded, once each even
+        # when a checkpointed block replays its forward; every reduce-scatter once
+        assert total == pytest.approx(5.0 + 2.0 + 3 * 0.5 + 1.0)
+        # the forward's root and first-block gathers (nothing computes before them), then layer 0's and
+        # the root's reduce-scatters after the backward
+        assert exposed == pytest.approx(2.0 + 1.0 + 0.5 + 1.0)
+        plain, plain_total = microbatch_exposed_s([((layer,), 3)], root, recompute, gather, rs, True)
+        # without: the root and the last block are gathered again at the start of the backward, and the
+        # root's reduce-scatter hides under the last block's backward
+        assert plain == pytest.approx(2.0 + 1.0 + 2.0 + 1.0 + 0.5)
+        assert plain_total == pytest.approx(5.0 + 2.0 + 3.0 * (2 if recompute else 1) + 3 * 0.5 + 1.0)
+
+
+def test_the_torchtitan_profile_keeps_fsdp2_units_gathered():
+    from wanka.plan.frameworks import framework
+
+    assert framework("torchtitan").options().fsdp2_keep_unsharded is True
+    assert Options().fsdp2_keep_unsharded is False
+    with pytest.raises(SpecError, match="fsdp2_keep_unsharded"):
+        Options(fsdp2_keep_unsharded="yes")

@@ -10,8 +10,10 @@ is passed to `set_rotate_method` (utils.py create_context_parallel_ctx).
 Forward (`_templated_ring_attention`): the first exchange_buffers call all-gathers the local K
 and V of every CP rank in one `all_gather_tensor` (_AllGatherRotater); step 0 computes the
 local causal block, and step 1 waits for the gather: only the step-0 block hides it. With the
-round-robin load balance (`enable_load_balance`, on for causal attention) every step computes
-the same number of query-key pairs, so step 0 is 1/cp of the layer's attention forward.
+round-robin load balance (`_cp_options.enable_load_balance`, a default of True since pytorch PR
+#132442, 2024, confirmed in issue #141429; context_parallel() hands rank r chunks r and 2cp-1-r;
+torchtitan sets no other CP option) every step computes the same number of query-key pairs, so
+step 0 is 1/cp of the layer's attention forward (docs/plan.md "torchtitan's CP rows, follow-up").
 
 Backward (`_templated_ring_attention_backward`): K and V are all-gathered again (kv_rotater, the
 same method), hidden by the step-0 backward block only; the dK/dV accumulators are fp32

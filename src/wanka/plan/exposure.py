@@ -140,6 +140,10 @@ class Options:
     # PyTorch FSDP2's per-parameter copies on the compute stream (wanka.plan.zero3.fsdp2_copy_s):
     # the all-gather copy-out into each parameter and the gradient copy-in to the reduce dtype
     fsdp2_copies: bool = False
+    # FSDP2 as torchtitan applies it (wanka.plan.zero3.microbatch_exposed_s): the root module and the
+    # last block are not resharded after forward, a checkpointed block's replay re-uses its unit's
+    # backward gather, and the root's gradients reduce-scatter after the whole backward
+    fsdp2_keep_unsharded: bool = False
     # AdamW's foreach implementation (torch.optim _multi_tensor_adam: 8 passes, 80 B/param) instead
     # of a fused kernel (30 B/param; wanka.plan.estimate)
     adam_foreach: bool = False

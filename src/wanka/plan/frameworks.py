@@ -219,7 +219,8 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("torchtitan", "torchtitan (2024-25): FSDP2 per block (+ TP, PP, CP), PyTorch SDPA attention",
               dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer", attention="flash2",
                    fp8_scaling="torchao-tensorwise", cp_rotate="allgather", gqa_repeat_kv=True,
-                   fsdp2_copies=True, adam_foreach=True, eager_fp32_loss=True, complex_rope=True),
+                   fsdp2_copies=True, adam_foreach=True, eager_fp32_loss=True, complex_rope=True,
+                   fsdp2_keep_unsharded=True),
               {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP,
                "cp_rotate": "torchtitan config_manager.py --experimental.context_parallel_rotate_method defaults to "
                             "'allgather' (@9dec370ad26b), set by utils.py create_context_parallel_ctx on torch's "
@@ -229,6 +230,15 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
                "fsdp2_copies": "torchtitan applies FSDP2 (fully_shard, parallelize_llama.py apply_fsdp); FSDP2's "
                                "all-gather copy-out and gradient copy-in run on the compute stream "
                                "(fsdp/_fully_shard/_fsdp_collectives.py foreach_all_gather_copy_out, foreach_reduce)",
+               "fsdp2_keep_unsharded": "torchtitan parallelize_llama.py apply_fsdp (@9dec370ad26b): the last "
+                                       "block with reshard_after_forward=False, activation checkpointing applied "
+                                       "inside each fully_shard unit (apply_ac before apply_fsdp); torch FSDP2 of "
+                                       "2024 (_composable/fsdp/_fsdp_state.py _lazy_init: the root's "
+                                       "post_forward_mesh_info = None whatever reshard_after_forward says; torch "
+                                       "2.13 only when it is left None): the root is not resharded after forward, "
+                                       "and its post-backward (reduce-scatter) runs in "
+                                       "_root_post_backward_final_callback because its inputs (token ids) need no "
+                                       "gradient",
                "adam_foreach": "torchtitan optimizer.py (@9dec370ad26b): AdamW with fused=--optimizer.fused (default "
                                "False) and foreach=not fused",
                "complex_rope": "torchtitan models/llama/model.py apply_rotary_emb (@9dec370ad26b): view_as_complex "

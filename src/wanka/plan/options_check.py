@@ -70,6 +70,7 @@ RULES = {
     "cp_rotate": _choice("ring", "allgather", "allgather-exposed"),
     "gqa_repeat_kv": _FLAG,
     "fsdp2_copies": _FLAG,
+    "fsdp2_keep_unsharded": _FLAG,
     "adam_foreach": _FLAG,
     "eager_fp32_loss": _FLAG,
     "complex_rope": _FLAG,

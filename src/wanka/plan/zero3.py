@@ -104,25 +104,31 @@ def _per_unit(price):
 
 
 def microbatch_exposed_s(runs: list[tuple[tuple[Unit, ...], int]], extra: Unit, full_recompute: bool, gather,
-                         reduce_scatter, grad_overlap: bool) -> tuple[float, float]:
+                         reduce_scatter, grad_overlap: bool, keep_unsharded: bool = False) -> tuple[float, float]:
     """(exposed, total) ZeRO-3 communication seconds of one micro-batch on one rank.
 
     runs: the rank's layers in forward order as (units of one layer, number of such layers);
-    gather(unit) and reduce_scatter(unit) price one unit's collectives."""
+    gather(unit) and reduce_scatter(unit) price one unit's collectives.
+    keep_unsharded (Options.fsdp2_keep_unsharded, torchtitan's FSDP2): the root unit and the last
+    layer stay gathered from the forward into the backward; a full-recompute replay inside a unit
+    re-uses the backward's gather of that unit; the root's reduce-scatter runs after the whole
+    backward (FSDP2's final callback), exposed."""
     layers = _layers(runs)
     gather, reduce_scatter = _per_unit(gather), _per_unit(reduce_scatter)
     g_extra, rs_extra = gather(extra), reduce_scatter(extra)
     fwd = [(extra.fwd_s, g_extra, 0.0, 1.0)]
-    bwd = [(extra.bwd_s, g_extra, rs_extra, 1.0)]
-    total = 2 * g_extra + rs_extra
+    bwd = [(extra.bwd_s, 0.0, 0.0, 1.0) if keep_unsharded else (extra.bwd_s, g_extra, rs_extra, 1.0)]
     for units, w in layers:
         fwd += [(u.fwd_s, gather(u), 0.0, w) for u in units]
-    for units, w in reversed(layers):
+    for i, (units, w) in enumerate(reversed(layers)):
+        g = (lambda u: 0.0) if (keep_unsharded and i == 0) else gather  # noqa: E731 -- the last layer stays gathered
         if full_recompute:
-            bwd += [(u.fwd_s, gather(u), 0.0, w) for u in units]
-        bwd += [(u.bwd_s, gather(u), reduce_scatter(u), w) for u in reversed(units)]
-    total += sum(x[3] * (x[1] + x[2]) for x in fwd[1:] + bwd[1:])
-    return exposed_s(fwd, grad_overlap) + exposed_s(bwd, grad_overlap), total
+            bwd += [(u.fwd_s, g(u), 0.0, w) for u in units]
+        again = (lambda u: 0.0) if (keep_unsharded and full_recompute) else g  # noqa: E731
+        bwd += [(u.bwd_s, again(u), reduce_scatter(u), w) for u in reversed(units)]
+    final_rs = rs_extra if keep_unsharded else 0.0
+    total = sum(x[3] * (x[1] + x[2]) for x in fwd + bwd) + final_rs
+    return exposed_s(fwd, grad_overlap) + exposed_s(bwd, grad_overlap) + final_rs, total
 
 
 def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_params: float, opts) -> tuple[float, float]:
@@ -160,7 +166,8 @@ def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_pa
         return t
 
     exposed, total = microbatch_exposed_s(layer_runs, extra, lay.recompute == "full",
-                                          lambda u: coll("all_gather", u, w), reduce, opts.zero3_grad_overlap)
+                                          lambda u: coll("all_gather", u, w), reduce, opts.zero3_grad_overlap,
+                                          opts.fsdp2_keep_unsharded)
     copies = 0.0
     if opts.fsdp2_copies:
         from wanka.plan import efficiency as E
