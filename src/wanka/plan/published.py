@@ -256,7 +256,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
     if local_ddp and (a.get("total_params_B") or 0) > 18.5:  # SC'21 ran Megatron's non-overlapped 'local' DDP
         kw["dp_overlap"] = False
-    rec = (p.get("recompute") or "").lower()
+    rec = (p.get("recompute") or "").lower().split("(")[0]  # the module list, not the note in parentheses
     mods = tuple(m for m in RECOMPUTE_MODULES if m in rec)
     if mods:
         kw["recompute_modules"] = mods
