@@ -125,7 +125,8 @@ _MC2 = ("MindSpeed-LLM MC2 (--use-mc2; the README's performance table is measure
         "into the matmul (modellink/core/tensor_parallel/ascend_turbo/mc2_linears_seq_parallel.py@75f2e902022c); "
         "the hidden fraction 0.5 is the same assumption as Transformer Engine's")
 # overlap_p2p_comm (plan/interleaved.py; it only acts with vpp > 1). Megatron-Core's ModelParallelConfig
-# defaults it to False (megatron/core/model_parallel_config.py `overlap_p2p_comm: bool = False`), so the megatron-core/nemo profiles leave it off and a run's config turns it on
+# defaults it to False (megatron/core/model_parallel_config.py `overlap_p2p_comm: bool = False`), so the
+# megatron-core/nemo profiles leave it off and a run's config turns it on
 # (published.framework_options reads "overlap_p2p_comm" from a row); Megatron-LM's training arguments
 # turn it on by default:
 _MLM_P2P = ("Megatron-LM arguments.py `--no-overlap-p2p-communication` (store_false, dest overlap_p2p_comm): on "

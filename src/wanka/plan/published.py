@@ -253,9 +253,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw.update(attention="unfused", tp_overlap=0.0)
     elif any(k in overlap for k in ("tp-comm-overlap", "tp_comm_overlap", "tp comm overlap")) and opts.tp_overlap == 0:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
-    p2p = re.search(r"overlap_p2p_comm(?:\s*[:=]\s*(true|false))?", overlap)
-    if p2p:  # the run's config states Megatron-Core's overlap_p2p_comm (plan/interleaved.py)
-        kw["pp_p2p_overlap"] = p2p.group(1) != "false"
+    if p2p := re.search(r"overlap_p2p_comm(?:\s*[:=]\s*(true|false))?", overlap):  # stated by the run's config
+        kw["pp_p2p_overlap"] = p2p.group(1) != "false"  # Megatron-Core's overlap_p2p_comm (plan/interleaved.py)
     local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
     if local_ddp and (a.get("total_params_B") or 0) > 18.5:  # SC'21 ran Megatron's non-overlapped 'local' DDP
         kw["dp_overlap"] = False
