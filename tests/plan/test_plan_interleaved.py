@@ -79,7 +79,32 @@ def test_pipeline_transfers_hide_under_the_chunks_in_the_estimate():
 def test_nemo_mlperf_sets_the_submitted_switches():
     o = PROFILES["nemo-mlperf"].options()
     assert (o.pp_p2p_overlap, o.grad_bytes) == (True, 2)
-    assert PROFILES["nemo"].options().pp_p2p_overlap is False  # not claimed for NeMo's recipes
+
+
+def test_overlap_p2p_comm_follows_each_framework_default():
+    # Megatron-LM's arguments default it on (since 2023-10, core_r0.4.0) and MindSpeed-LLM inherits
+    # them; Megatron-Core's ModelParallelConfig defaults it off, so NeMo runs need their config to say so
+    assert PROFILES["megatron-lm"].options().pp_p2p_overlap is True
+    assert PROFILES["mindspeed"].options().pp_p2p_overlap is True
+    assert PROFILES["megatron-core"].options().pp_p2p_overlap is False
+    assert PROFILES["nemo"].options().pp_p2p_overlap is False
+    assert PROFILES["megatron-lm-2021"].options().pp_p2p_overlap is False  # predates it
+
+
+@pytest.mark.parametrize("stated, expected", [
+    (None, False),
+    ("TP comm overlap (userbuffers), overlap_p2p_comm, overlapped grad/param sync", True),
+    ("overlap_p2p_comm: true (llama3.1_70b.yaml)", True),
+    ("overlap_p2p_comm: False (nemotron4-340b-synth.yaml: batch_p2p_comm True instead)", False),
+])
+def test_a_run_states_overlap_p2p_comm(stated, expected):
+    from wanka.plan.published import framework_options, load_rows, row_layout
+
+    row = next(r for r in load_rows("dgxc") if r["id"] == "dgxc_llama3.1-70b_h100_512gpu_bf16_24.09")
+    row = dict(row, parallelism=dict(row["parallelism"], comm_overlap=stated))
+    lay = row_layout(row)[0]
+    assert lay.vpp > 1
+    assert framework_options(row, lay).pp_p2p_overlap is expected
 
 
 def test_switches_are_validated():

@@ -137,6 +137,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         local = m.moe.experts / ep
     gemm_s = gemm_flops = up_proj_s = up_proj_flops = mlp_s = mlp_flops = 0.0
     by_name: dict[str, float] = {}
+    out_s = out_flops = 0.0
     cast_fwd = cast_bwd = 0.0  # bytes
     for g in layer_gemms(m, moe_layer):
         t, f = _gemm_time_s(g, tokens, tp, peak, hbm, w_bytes, per_expert, etp, local, imbalance)
@@ -152,6 +153,8 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         if g.name in ("mlp_up", "mlp_down"):  # the dense MLP (recompute module "mlp")
             mlp_s += t
             mlp_flops += f
+        if g.name == "attn_out":  # the attention output projection (recompute module "out_proj")
+            out_s, out_flops = t, f
     # attention core, this GPU: heads/tp heads, seq_local queries against seq_full keys
     d_qk, d_v = attention_dims(m)
     heads = m.heads / tp
@@ -223,6 +226,9 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         if "mlp" in modules and not moe_layer:  # the dense MLP's GEMMs and activation function again
             recompute_s += mlp_s + tokens * (6 if m.activation == "swiglu" else 4) * m.ffn_hidden / tp / hbm
             hw += mlp_flops
+        if "out_proj" in modules:  # MaxText remat policies that do not save "out_proj" (save_qkv_proj)
+            recompute_s += out_s
+            hw += out_flops
         if "moe_act" in modules and moe_layer and m.moe is not None:
             recompute_s += tokens * m.moe.top_k * (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden / tp / hbm
     names = ("qkv", "attn_out", "mlp_up", "mlp_down")

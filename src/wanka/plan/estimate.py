@@ -255,6 +255,8 @@ def _recompute_flops(model: ModelSpec, seq: int, recompute: str, modules: tuple[
     dense = model.layers if model.moe is None else model.moe.dense_layers
     if "mlp" in modules:  # the dense layers' MLP GEMMs
         out += dense * sum(2.0 * g.k * g.n for g in mlp_gemms(model, model.ffn_hidden))
+    if "out_proj" in modules:  # the attention output projection (MaxText save_qkv_proj)
+        out += model.layers * sum(2.0 * g.k * g.n for g in attention_gemms(model) if g.name == "attn_out")
     if "alternate_matmuls" in modules:  # torchtitan per-op SAC: every second matmul of a dense block
         gemms = attention_gemms(model) + mlp_gemms(model, model.ffn_hidden)
         out += dense * alternate_matmul_fraction(model) * sum(2.0 * g.k * g.n for g in gemms)

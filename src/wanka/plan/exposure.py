@@ -112,7 +112,7 @@ class Options:
     dp_comm_ctas: int = 0
     # interleaved pipeline (vpp > 1) with Megatron-Core's overlap_p2p_comm: each chunk's send/recv is
     # posted (isend/irecv) before the chunk's forward/backward and waited for after it, so a transfer
-    # is exposed only past that chunk's compute (wanka.plan.pipeline_overlap); False: on the critical path
+    # is exposed only past that chunk's compute (wanka.plan.interleaved); False: on the critical path
     pp_p2p_overlap: bool = False
     # parameters per DP bucket (Megatron-Core DistributedDataParallelConfig.bucket_size); None: its
     # default max(40M, 1M x dp x cp) (wanka.plan.exposure.dp_comm)

@@ -164,6 +164,19 @@ _MC2 = ("MindSpeed-LLM MC2 (--use-mc2; the README's performance table is measure
         "line 89): the sequence-parallel all-gather/reduce-scatter fused into or run asynchronously under the matmuls "
         "(MINDSPEED_MC2): 31/32 of a layer's TP traffic hidden (userbuffers_hidden_fraction), while each matmul "
         "outlasts its collective. A script without --use-mc2 ran without it (the row says comm_overlap 'none')")
+# overlap_p2p_comm (plan/interleaved.py; it only acts with vpp > 1). Megatron-Core's ModelParallelConfig
+# defaults it to False (megatron/core/model_parallel_config.py `overlap_p2p_comm: bool = False`), so the
+# megatron-core/nemo profiles leave it off and a run's config turns it on
+# (published.framework_options reads "overlap_p2p_comm" from a row); Megatron-LM's training arguments
+# turn it on by default:
+_MLM_P2P = ("Megatron-LM arguments.py `--no-overlap-p2p-communication` (store_false, dest overlap_p2p_comm): on "
+            "by default since commit 4eeff55d1f 'Make overlap_p2p_comm the default' (2023-10-12, first in "
+            "core_r0.4.0); added opt-in as --overlap-p2p-communication in f9283c5a8a (2023-05-31); switched off "
+            "by validate_args when the schedule is not interleaved")
+_MINDSPEED_P2P = ("MindSpeed-LLM parses Megatron-LM's arguments (so inherits --no-overlap-p2p-communication's default, "
+                  "on) and keeps the value through its pp = 2 re-validation (mindspeed/arguments.py validate_args "
+                  "wrapper, flag_overlap_p2p_comm; mindspeed_llm/features_manager/megatron_basic/training_basic.py); "
+                  "its docs list no-overlap-p2p-communication as the opt-out")
 _DS_PIPE_SWITCHES = dict(grad_sync="per_step", dp_overlap=False, param_gather_overlap=False, bf16_optimizer=True)
 
 PROFILES: dict[str, Framework] = {p.name: p for p in (
@@ -176,11 +189,13 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               _MLPERF_SRC),
     Framework("mindspeed", "MindSpeed-LLM (Huawei Ascend, torch_npu): Megatron-Core models, MC2 fused TP "
               "communication, distributed optimizer",
-              dict(_MCORE, tp_overlap=userbuffers_hidden_fraction(MINDSPEED_MC2)), dict(_MCORE_SRC, tp_overlap=_MC2)),
+              dict(_MCORE, tp_overlap=userbuffers_hidden_fraction(MINDSPEED_MC2), pp_p2p_overlap=True),
+              dict(_MCORE_SRC, tp_overlap=_MC2, pp_p2p_overlap=_MINDSPEED_P2P)),
     Framework("megatron-lm", "Megatron-LM (2023-, on Megatron-Core) without NeMo's recipe defaults: TP overlap "
-              "only when asked for", dict(tp_overlap=0.0, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2),
+              "only when asked for", dict(tp_overlap=0.0, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2, pp_p2p_overlap=True),
               {"tp_overlap": "--tp-comm-overlap is opt-in in Megatron-LM (arguments.py)", "grad_sync": _MCORE_DDP,
-               "dp_overlap": _MCORE_DDP, "moe_dispatch_bytes": _MCORE_SRC["moe_dispatch_bytes"]}),
+               "dp_overlap": _MCORE_DDP, "moe_dispatch_bytes": _MCORE_SRC["moe_dispatch_bytes"],
+               "pp_p2p_overlap": _MLM_P2P}),
     Framework("megatron-lm-2021", "Megatron-LM as in SC'21/MLSys'23 (2021-2022): unfused attention, no TP overlap",
               dict(attention="unfused", tp_overlap=0.0, grad_sync="per_step", dp_overlap=True),
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP,

@@ -3,8 +3,9 @@
 Two mechanisms of `forward_backward_pipelining_with_interleaving`
 (megatron/core/pipeline_parallel/schedules.py), each a closed form or a few-line queue:
 
-  pipeline transfers (Options.pp_p2p_overlap; ModelParallelConfig.overlap_p2p_comm, on by default in
-      NVIDIA's MLPerf NeMo configs: conf/custom.yaml `overlap_p2p_comm: ${...OVERLAP_P2P_COMM,True}`,
+  pipeline transfers (Options.pp_p2p_overlap; ModelParallelConfig.overlap_p2p_comm, False by default in
+      Megatron-Core, on by default in Megatron-LM's arguments since 2023-10 (--no-overlap-p2p-communication,
+      plan/frameworks.py) and in NVIDIA's MLPerf NeMo configs: conf/custom.yaml `overlap_p2p_comm: ${...OVERLAP_P2P_COMM,True}`,
       training_results_v4.0 gpt3/implementations/nemo/conf/megatron_gpt_config_custom.yaml, v5.0/v5.1
       llama31_*): the send/recv of a chunk's activation (gradient) is posted with isend/irecv before
       the next chunk's forward (backward) runs and waited for after it, so per chunk and direction

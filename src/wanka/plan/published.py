@@ -262,10 +262,12 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["tp_overlap"] = 0.0
     if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
         kw["attention"] = "flash"
+    if p2p := re.search(r"overlap_p2p_comm(?:\s*[:=]\s*(true|false))?", overlap):  # stated by the run's config
+        kw["pp_p2p_overlap"] = p2p.group(1) != "false"  # Megatron-Core's overlap_p2p_comm (plan/interleaved.py)
     local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
     if local_ddp and (a.get("total_params_B") or 0) > 18.5:  # SC'21 ran Megatron's non-overlapped 'local' DDP
         kw["dp_overlap"] = False
-    rec = (p.get("recompute") or "").lower()
+    rec = (p.get("recompute") or "").lower().split("(")[0]  # the module list, not the note in parentheses
     mods = tuple(m for m in RECOMPUTE_MODULES if m in rec)
     if mods:
         kw["recompute_modules"] = mods

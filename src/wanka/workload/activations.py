@@ -25,6 +25,11 @@ Finer selective recompute (`modules`, the names of Megatron-Core's --recompute-m
                second one of a block (wk, wo, w3 in the order wq wk wv wo w1 w3 w2), which is
                recomputed; the attention output is saved. Time and FLOPs only: its memory is
                counted as plain selective recompute (an overestimate)
+  out_proj     the attention output projection is recomputed (MaxText's checkpoint name "out_proj":
+               remat policies that do not list it, e.g. save_qkv_proj = save_only_these_names(
+               "query_proj", "value_proj", "key_proj", "qkv_proj"), AI-Hypercomputer/maxtext
+               MaxText/layers/models.py@b5a0344 Decoder.get_remat_policy); time and
+               FLOPs only, its output (the residual branch) is not stored by the memory model anyway
 FP8 activation caching (`fp8`): inputs of FP8 GEMMs are cached in FP8, 1 byte (DeepSeek-V3 s.3.3.2
 "we cache the activations in FP8 format for the Linear operator's backward pass"; Transformer
 Engine likewise saves the FP8-cast input of an FP8 Linear for its weight gradient): norm outputs,
@@ -43,7 +48,7 @@ from dataclasses import dataclass
 from wanka.workload.flops import attention_dims
 from wanka.workload.spec import ModelSpec
 
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "alternate_matmuls")
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "alternate_matmuls", "out_proj")
 
 
 def uses_dropout(m: ModelSpec) -> bool:
