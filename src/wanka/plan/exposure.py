@@ -58,6 +58,11 @@ class Options:
     # backward (DeepSpeed overlap_comm, false by default before 2022)
     zero3_unit: str = "layer"
     zero3_grad_overlap: bool = True
+    # DeepSpeed stage 3 (wanka.plan.zero3): a parameter whose next use is fewer than this many
+    # elements away stays gathered (stage3_max_reuse_distance; 0: released after every use), and
+    # prefetching waits while this many are gathered (stage3_max_live_parameters; None: no limit)
+    zero3_reuse_distance: float = 0.0
+    zero3_max_live_params: float | None = None
     # when gradients are reduced (wanka.plan.dp_schedule): "auto" = once per step, except ZeRO-2
     # without pipeline stages every micro-batch (DeepSpeed ZeRO-2, FSDP without no_sync);
     # "per_step" = once per step whatever the stage (Megatron's distributed optimizer)

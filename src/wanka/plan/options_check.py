@@ -48,6 +48,8 @@ RULES = {
     "fp8_activation_cache": _FLAG,
     "zero3_unit": _choice(*ZERO3_UNITS),
     "zero3_grad_overlap": _FLAG,
+    "zero3_reuse_distance": ((lambda v: _number(v) and v >= 0.0), "a number of parameters >= 0"),
+    "zero3_max_live_params": ((lambda v: v is None or (_number(v) and v > 0.0)), "a number of parameters > 0 or None"),
     "grad_sync": _choice("auto", "per_step"),
     "param_gather_overlap": ((lambda v: v is None or isinstance(v, bool)), "true, false or None (the framework's default)"),
     "moe_imbalance": ((lambda v: v is None or (_number(v) and v >= 1.0)), "max/mean routed load per EP rank, >= 1, or None"),

@@ -269,7 +269,9 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
         kw.update(pipeline="dualpipe", comm_sm_fraction=20 / 132)
     if zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw and year is not None and year <= 2021:
-        kw.update(dp_overlap=True, algorithm="flat-ring", zero3_unit="weight", zero3_grad_overlap=False)
+        # overlap_comm defaults to true at stage 3 (zero/config.py ZERO3_OPTIMIZATION_OVERLAP_COMM_DEFAULT,
+        # since ZeRO-3's release 599258f97, 2021-03): gathers and reduce-scatters on side streams
+        kw.update(dp_overlap=True, algorithm="flat-ring", zero3_unit="weight", zero3_grad_overlap=True)
     return dataclasses.replace(opts, **kw)
 
 

@@ -23,6 +23,7 @@ Full recompute replays each layer's forward (and its gathers) inside the backwar
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from wanka.plan.memo import memo_by_identity
@@ -54,27 +55,44 @@ def layer_units(model, moe_layer: bool, fwd_s: float, bwd_s: float, attn_fwd_s: 
     flops = [g.k * g.n * g.per_token for g in gemms]
     attn = min(attn_fwd_s, fwd_s)
     fwd = [(fwd_s - attn) * f / sum(flops) for f in flops]
-    fwd[len(attention_gemms(model)) - 2] += attn  # the core runs between QKV and the out-projection
     ratio = bwd_s / fwd_s if fwd_s > 0 else 2.0
-    units = tuple(Unit(f, f * ratio, *params(g)) for f, g in zip(fwd, gemms))
+    units = [Unit(f, f * ratio, *params(g)) for f, g in zip(fwd, gemms)]
     if unit == "weight":
-        return units
+        # the attention core (softmax, dropout: submodules without parameters) runs between QKV and
+        # the out-projection in the forward, between the out-projection and QKV in the backward
+        core = len(attention_gemms(model)) - 1
+        return tuple(units[:core] + [Unit(attn, attn * ratio, 0.0, 0.0)] + units[core:])
     return (Unit(fwd_s, bwd_s, sum(u.dense_params for u in units), sum(u.expert_params for u in units)),)
 
 
-def exposed_s(items: list[tuple[float, float, float, float]], grad_overlap: bool) -> float:
-    """Exposed communication of one pass: items = (compute, gather, reduce_scatter, weight) in
-    execution order; weight repeats an item whose neighbours are identical to itself (a middle
-    layer of a run stands for count - 2 layers). The first gather has nothing to hide under."""
+def exposed_s(items: list[tuple], grad_overlap: bool, max_live: float = math.inf) -> float:
+    """Exposed communication of one pass: items = (compute, gather, reduce_scatter, weight[, live])
+    in execution order; weight repeats an item whose neighbours are identical to itself (a middle
+    layer of a run stands for count - 2 layers; a window counts with the weight of its last item); live: parameters gathered while the item computes
+    (its own and those kept for a later use; default 0). The first gather has nothing to hide under.
+
+    Each gather is prefetched from the start of the first item after the previous gather's unit
+    whose live parameters are under max_live (DeepSpeed stage3_max_live_parameters) and hides
+    under the compute from there to its own unit, together with the reduce-scatters launched in
+    that window (those of the items before it, one unit behind); items with no gather (no
+    parameters, or kept gathered) are skipped by the prefetch and lengthen the window."""
     if not items:
         return 0.0
-    out = items[0][1]
-    for j, (c, _, rs, w) in enumerate(items):
-        nxt = items[j + 1][1] if j + 1 < len(items) else 0.0
-        prev_rs = items[j - 1][2] if (grad_overlap and j > 0) else 0.0
-        out += w * (max(0.0, nxt + prev_rs - c) + (0.0 if grad_overlap else rs))
-    if grad_overlap:
-        out += items[-1][2]  # the last unit's reduce-scatter ends the backward
+    c = [it[0] for it in items]
+    live = [it[4] if len(it) > 4 else 0.0 for it in items]
+    rs = [it[2] if grad_overlap else 0.0 for it in items]
+    out = items[0][1] + (0.0 if grad_overlap else sum(it[3] * it[2] for it in items))
+    p = 0  # the item whose fetch came last
+    for k in range(1, len(items)):
+        if items[k][1] <= 0:
+            continue
+        launch = next((i for i in range(p, k) if live[i] < max_live), k)
+        hidden_rs = sum(rs[max(p - 1, 0):k - 1]) if p > 0 else sum(rs[:k - 1])
+        out += items[k - 1][3] * max(0.0, items[k][1] + hidden_rs - sum(c[launch:k]))
+        p = k
+    if grad_overlap:  # reduce-scatters after the last gather, the last one ends the backward
+        tail = rs[max(p - 1, 0):-1] if p > 0 else rs[:-1]
+        out += items[-1][3] * max(0.0, sum(tail) - sum(c[p:])) + rs[-1]
     return out
 
 
@@ -103,26 +121,46 @@ def _per_unit(price):
     return one
 
 
+def _numel(u: Unit) -> float:
+    return u.dense_params + u.expert_params
+
+
+def recompute_kept(units: tuple[Unit, ...], reuse_distance: float) -> list[bool]:
+    """Which units of a layer stay gathered from their recomputed forward to their backward:
+    DeepSpeed's stage-3 coordinator keeps a parameter whose next use is fewer than
+    stage3_max_reuse_distance elements of other parameters away (stage3.py@v0.3.13
+    PartitionedParameterCoordinator._keep_for_later / PrefetchCoordinator.get_reuse_distance_in_numel).
+    Between unit i's recomputed forward and its backward run the forward and the backward of the
+    units after it: 2 * their parameters."""
+    after = [sum(_numel(v) for v in units[i + 1:]) for i in range(len(units))]
+    return [_numel(u) > 0 and 2 * a < reuse_distance for u, a in zip(units, after)]
+
+
 def microbatch_exposed_s(runs: list[tuple[tuple[Unit, ...], int]], extra: Unit, full_recompute: bool, gather,
-                         reduce_scatter, grad_overlap: bool) -> tuple[float, float]:
+                         reduce_scatter, grad_overlap: bool, reuse_distance: float = 0.0,
+                         max_live: float = math.inf) -> tuple[float, float]:
     """(exposed, total) ZeRO-3 communication seconds of one micro-batch on one rank.
 
     runs: the rank's layers in forward order as (units of one layer, number of such layers);
-    gather(unit) and reduce_scatter(unit) price one unit's collectives."""
+    gather(unit) and reduce_scatter(unit) price one unit's collectives; reuse_distance and max_live
+    as recompute_kept and exposed_s."""
     layers = _layers(runs)
     gather, reduce_scatter = _per_unit(gather), _per_unit(reduce_scatter)
     g_extra, rs_extra = gather(extra), reduce_scatter(extra)
-    fwd = [(extra.fwd_s, g_extra, 0.0, 1.0)]
-    bwd = [(extra.bwd_s, g_extra, rs_extra, 1.0)]
+    fwd = [(extra.fwd_s, g_extra, 0.0, 1.0, _numel(extra))]
+    bwd = [(extra.bwd_s, g_extra, rs_extra, 1.0, _numel(extra))]
     total = 2 * g_extra + rs_extra
     for units, w in layers:
-        fwd += [(u.fwd_s, gather(u), 0.0, w) for u in units]
+        fwd += [(u.fwd_s, gather(u), 0.0, w, _numel(u)) for u in units]
     for units, w in reversed(layers):
+        kept = recompute_kept(units, reuse_distance) if full_recompute else [False] * len(units)
+        held = [sum(_numel(v) for v, k in zip(units[:i], kept[:i]) if k) for i in range(len(units))]
         if full_recompute:
-            bwd += [(u.fwd_s, gather(u), 0.0, w) for u in units]
-        bwd += [(u.bwd_s, gather(u), reduce_scatter(u), w) for u in reversed(units)]
+            bwd += [(u.fwd_s, gather(u), 0.0, w, _numel(u) + h) for u, h in zip(units, held)]
+        bwd += [(u.bwd_s, 0.0 if k else gather(u), reduce_scatter(u), w, _numel(u) + h)
+                for u, k, h in reversed(list(zip(units, kept, held)))]
     total += sum(x[3] * (x[1] + x[2]) for x in fwd[1:] + bwd[1:])
-    return exposed_s(fwd, grad_overlap) + exposed_s(bwd, grad_overlap), total
+    return exposed_s(fwd, grad_overlap, max_live) + exposed_s(bwd, grad_overlap, max_live), total
 
 
 def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_params: float, opts) -> tuple[float, float]:
@@ -160,7 +198,8 @@ def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_pa
         return t
 
     exposed, total = microbatch_exposed_s(layer_runs, extra, lay.recompute == "full",
-                                          lambda u: coll("all_gather", u, w), reduce, opts.zero3_grad_overlap)
+                                          lambda u: coll("all_gather", u, w), reduce, opts.zero3_grad_overlap,
+                                          opts.zero3_reuse_distance, opts.zero3_max_live_params or math.inf)
     copies = 0.0
     if opts.fsdp2_copies:
         from wanka.plan import efficiency as E
