@@ -136,6 +136,10 @@ class Options:
     # the loss runs eagerly on an fp32 copy of the logits (torchtitan train.py loss_fn:
     # cross_entropy(pred.float()), not compiled): wanka.plan.compute.head_time
     eager_fp32_loss: bool = False
+    # Megatron's unfused vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py: fp32 copy,
+    # max, in-place subtract, exp, sum, divide; --cross-entropy-loss-fusion is opt-in):
+    # wanka.plan.compute.head_time
+    megatron_unfused_ce: bool = False
     # RoPE as a complex multiply (torchtitan's view_as_complex), which torch.compile leaves op by op
     # (wanka.plan.compute.complex_rope_extra_bytes)
     complex_rope: bool = False

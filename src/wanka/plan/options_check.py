@@ -71,6 +71,7 @@ RULES = {
     "fsdp2_copies": _FLAG,
     "adam_foreach": _FLAG,
     "eager_fp32_loss": _FLAG,
+    "megatron_unfused_ce": _FLAG,
     "complex_rope": _FLAG,
     "profile": ((lambda v: v is None or v in _profile_names()), "a framework profile name (wanka plan --framework) or None"),
 }

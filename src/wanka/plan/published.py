@@ -268,6 +268,9 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["eager"] = True
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
         kw.update(pipeline="dualpipe", comm_sm_fraction=20 / 132)
+    if family in ("megatron-core", "megatron-lm", "megatron-lm-2021") and not any(
+            k in fw + overlap for k in ("nemo", "bridge", "mlperf", "cross-entropy-loss-fusion", "cross_entropy_loss_fusion")):
+        kw["megatron_unfused_ce"] = True  # Megatron-LM's own scripts: --cross-entropy-loss-fusion is opt-in
     if zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw and year is not None and year <= 2021:
         # overlap_comm defaults to true at stage 3 (zero/config.py ZERO3_OPTIMIZATION_OVERLAP_COMM_DEFAULT,
         # since ZeRO-3's release 599258f97, 2021-03): gathers and reduce-scatters on side streams
