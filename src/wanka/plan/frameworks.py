@@ -188,11 +188,14 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               {"dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_bytes": _DS_COMM_DTYPE,
                "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
                "zero3_reuse_distance": _DS3_KEEP,
+               "zero3_grad_overlap": "overlap_comm defaults to true at stage 3 (runtime/zero/config.py "
+                                     "ZERO3_OPTIMIZATION_OVERLAP_COMM_DEFAULT, since ZeRO-3's release 599258f97, "
+                                     "2021-03): gathers and reduce-scatters on their own streams (stage3.py@v0.3.13)",
                "zero3_unit": "DeepSpeed ZeRO-3 fetches parameters per submodule (runtime/zero/partitioned_param_"
                              "coordinator.py)", "grad_sync": _DS_PIPE},
               pipeline_switches=_DS_PIPE_SWITCHES,
               zero_switches={2: dict(dp_overlap=True),
-                             3: dict(dp_overlap=True, zero3_reuse_distance=_DS3_REUSE)}),
+                             3: dict(dp_overlap=True, zero3_grad_overlap=True, zero3_reuse_distance=_DS3_REUSE)}),
     Framework("fsdp", "PyTorch FSDP / FSDP2: reduce-scatter every micro-batch, block-wise prefetch",
               dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer"),
               {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP}),

@@ -268,13 +268,11 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["eager"] = True
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
         kw.update(pipeline="dualpipe", comm_sm_fraction=20 / 132)
-    if family in ("megatron-core", "megatron-lm", "megatron-lm-2021") and not any(
-            k in fw + overlap for k in ("nemo", "bridge", "mlperf", "cross-entropy-loss-fusion", "cross_entropy_loss_fusion")):
-        kw["megatron_unfused_ce"] = True  # Megatron-LM's own scripts: --cross-entropy-loss-fusion is opt-in
+    if family in ("megatron-core", "megatron-lm", "megatron-lm-2021") and not any(  # Megatron-LM's own scripts:
+            k in fw + overlap for k in ("nemo", "bridge", "mlperf", "cross-entropy-loss-fusion")):  # fusion opt-in
+        kw["megatron_unfused_ce"] = True
     if zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw and year is not None and year <= 2021:
-        # overlap_comm defaults to true at stage 3 (zero/config.py ZERO3_OPTIMIZATION_OVERLAP_COMM_DEFAULT,
-        # since ZeRO-3's release 599258f97, 2021-03): gathers and reduce-scatters on side streams
-        kw.update(dp_overlap=True, algorithm="flat-ring", zero3_unit="weight", zero3_grad_overlap=True)
+        kw.update(dp_overlap=True, algorithm="flat-ring", zero3_unit="weight")  # overlap_comm: frameworks.py
     return dataclasses.replace(opts, **kw)
 
 
