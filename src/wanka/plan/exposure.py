@@ -55,7 +55,7 @@ class Options:
     fp8_activation_cache: bool = True  # FP8 runs cache FP8 GEMM inputs in 1 byte (DeepSeek-V3 s.3.3.2)
     # ZeRO-3 (wanka.plan.zero3): what one gather fetches -- "layer" (FSDP/FSDP2 block) or "weight"
     # (DeepSpeed ZeRO-3's per-submodule fetch); and whether gradient reduce-scatters overlap the
-    # backward (DeepSpeed overlap_comm, false by default before 2022)
+    # backward (DeepSpeed overlap_comm: false by default at stages 1-2, true at stage 3)
     zero3_unit: str = "layer"
     zero3_grad_overlap: bool = True
     # DeepSpeed stage 3 (wanka.plan.zero3): a parameter whose next use is fewer than this many

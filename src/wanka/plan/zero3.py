@@ -13,8 +13,11 @@ the start of the forward and of the backward with nothing to hide behind.
 One-ahead prefetch: while unit j computes, the gather of unit j+1 runs (and, when gradients are
 overlapped, the reduce-scatter of the unit that just finished its backward), so unit j costs
 max(c_j, g_{j+1} + rs_{j-1}) and the exposed part is what exceeds c_j. Without gradient overlap
-(DeepSpeed overlap_comm=false, its default before 2022: the reduce-scatter runs on the compute
-stream) every reduce-scatter is exposed.
+(DeepSpeed overlap_comm=false -- the stage-1/2 default; stage 3 defaults to true since its
+release, zero/config.py -- the reduce-scatter runs on the compute stream) every reduce-scatter is
+exposed. DeepSpeed stage 3 also keeps a weight gathered when its next use is near
+(stage3_max_reuse_distance: recompute_kept) and stops prefetching while too many parameters are
+gathered (stage3_max_live_parameters: exposed_s's max_live).
 
 Compute of a unit: the layer's forward time split by GEMM FLOPs, the attention core placed with
 the projection that feeds it; backward scales each unit by the layer's backward/forward ratio.
