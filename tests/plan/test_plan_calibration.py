@@ -49,11 +49,18 @@ def test_zero3_rows_need_the_2021_mechanisms():
     rows = [r for r in ROWS if zero3_2021_options(r)]
     profile = zero3_2021_options(rows[0])
 
-    def worst(opts):
-        return max(abs(estimate(row_model(r), row_cluster(r), row_layout(r), options=opts).tokens_per_s_per_gpu
-                       / r["result"]["tokens_per_sec_per_gpu"] - 1) for r in rows)
+    def errors(opts):
+        return [abs(estimate(row_model(r), row_cluster(r), row_layout(r), options=opts).tokens_per_s_per_gpu
+                    / r["result"]["tokens_per_sec_per_gpu"] - 1) for r in rows]
 
-    assert worst(profile) <= 0.30
+    def worst(opts):
+        return max(errors(opts))
+
+    assert worst(profile) <= 0.15 and statistics.median(errors(profile)) <= 0.08
+    # DeepSpeed's stage-3 defaults that bring them there (docs/plan.md "ZeRO-3"): reduce-scatters on
+    # their own stream (overlap_comm) and the last weights kept from recompute to backward
+    before = dataclasses.replace(profile, zero3_grad_overlap=False, zero3_reuse_distance=0.0)
+    assert statistics.median(errors(before)) > statistics.median(errors(profile)) + 0.04
     assert worst(dataclasses.replace(profile, algorithm="auto")) > 1.0
     assert worst(dataclasses.replace(profile, dp_overlap=False)) > 0.30
 

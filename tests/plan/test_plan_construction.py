@@ -66,6 +66,9 @@ BAD_OPTIONS = [
     ({"grad_bytes": 3}, "options.grad_bytes"), ({"grad_bytes": 4.0}, "options.grad_bytes"),
     ({"dp_overlap": "no"}, "options.dp_overlap"), ({"fp8_activation_cache": 0}, "options.fp8_activation_cache"),
     ({"zero3_grad_overlap": None}, "options.zero3_grad_overlap"),
+    ({"zero3_reuse_distance": -1.0}, "options.zero3_reuse_distance"), ({"zero3_reuse_distance": None}, "options.zero3_reuse_distance"),
+    ({"zero3_max_live_params": 0.0}, "options.zero3_max_live_params"), ({"zero3_max_live_params": math.inf}, "options.zero3_max_live_params"),
+    ({"megatron_unfused_ce": "yes"}, "options.megatron_unfused_ce"),
     ({"eager": "yes"}, "options.eager"), ({"fp8_scaling": "delayed"}, "options.fp8_scaling"),
     ({"profile": "titan"}, "options.profile"), ({"pp_blocking_p2p": 1}, "options.pp_blocking_p2p"),
 ]

@@ -2,6 +2,7 @@
 
 import dataclasses
 import itertools
+import math
 
 import pytest
 
@@ -9,7 +10,7 @@ from wanka.cluster import load_cluster
 from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan import Options, estimate
-from wanka.plan.zero3 import Unit, exposed_s, layer_units, microbatch_exposed_s
+from wanka.plan.zero3 import Unit, exposed_s, layer_units, microbatch_exposed_s, recompute_kept
 from wanka.workload import load_model
 
 
@@ -44,10 +45,11 @@ def test_weight_units_split_a_layer_by_gemm_flops_and_keep_its_parameters():
     m = load_model("gpt3-175b")
     h = m.hidden
     units = layer_units(m, False, 1.0, 2.0, 0.1, 1, 1, "weight")
-    assert [u.dense_params for u in units] == [3 * h * h, h * h, 4 * h * h, 4 * h * h]
+    # QKV, the attention core (no parameters: never gathered), out-projection, MLP up, MLP down
+    assert [u.dense_params for u in units] == [3 * h * h, 0, h * h, 4 * h * h, 4 * h * h]
     assert sum(u.fwd_s for u in units) == pytest.approx(1.0)
     assert sum(u.bwd_s for u in units) == pytest.approx(2.0)
-    assert units[0].fwd_s == pytest.approx(0.9 * 3 / 12 + 0.1)  # QKV carries the attention core
+    assert units[0].fwd_s == pytest.approx(0.9 * 3 / 12) and units[1].fwd_s == pytest.approx(0.1)
     (layer,) = layer_units(m, False, 1.0, 2.0, 0.1, 8, 1, "layer")
     assert layer.dense_params == pytest.approx(12 * h * h / 8)
 
@@ -126,3 +128,44 @@ def test_the_torchtitan_profile_keeps_fsdp2_units_gathered():
     assert Options().fsdp2_keep_unsharded is False
     with pytest.raises(SpecError, match="fsdp2_keep_unsharded"):
         Options(fsdp2_keep_unsharded="yes")
+def test_deepspeed_keeps_the_last_weights_of_a_layer_from_recompute_to_backward():
+    # stage3_max_reuse_distance 1e9: between a weight's recomputed forward and its backward run the
+    # forward and backward of the weights after it; GPT-3 175B's MLP down (4h^2 = 6.0e8) has none
+    # after it, the MLP up has 2 x 6.0e8 = 1.2e9 > 1e9 after it
+    units = layer_units(load_model("gpt3-175b"), False, 1.0, 2.0, 0.1, 1, 1, "weight")
+    assert recompute_kept(units, 1e9) == [False, False, False, False, True]
+    assert recompute_kept(units, 0.0) == [False] * 5
+    assert recompute_kept(units, math.inf) == [True, False, True, True, True]  # the core has nothing to keep
+
+
+def test_kept_weights_are_not_gathered_again_in_the_backward():
+    a = (Unit(1.0, 2.0, 4.0, 0.0), Unit(1.0, 2.0, 4.0, 0.0))
+    extra = Unit(0.0, 0.0, 0.0, 0.0)
+    gather = lambda u: u.dense_params  # noqa: E731  (1 s per parameter unit)
+    rs = lambda u: 0.0  # noqa: E731
+    _, released = microbatch_exposed_s([(a, 3)], extra, True, gather, rs, True, reuse_distance=0.0)
+    _, kept = microbatch_exposed_s([(a, 3)], extra, True, gather, rs, True, reuse_distance=1.0)
+    # three gathers per weight (forward, recomputed forward, backward) -> two for the kept last weight
+    assert released == pytest.approx(3 * 2 * 3 * 4.0)
+    assert kept == pytest.approx(released - 3 * 4.0)
+
+
+def test_prefetch_waits_while_too_many_parameters_are_gathered():
+    # (compute, gather, reduce-scatter, weight, live parameters): the second unit's gather (3 s) hides
+    # under the first unit's 4 s unless the first unit alone holds max_live; then only under the
+    # parameter-less item after it (1 s)
+    items = [(4.0, 1.0, 0.0, 1.0, 10.0), (1.0, 0.0, 0.0, 1.0, 0.0), (2.0, 3.0, 0.0, 1.0, 5.0)]
+    assert exposed_s(items, True) == pytest.approx(1.0)
+    assert exposed_s(items, True, max_live=20.0) == pytest.approx(1.0)
+    assert exposed_s(items, True, max_live=10.0) == pytest.approx(1.0 + 2.0)
+    items[1] = (1.0, 0.0, 0.0, 1.0, 12.0)  # a weight kept gathered through the parameter-less item
+    assert exposed_s(items, True, max_live=10.0) == pytest.approx(1.0 + 3.0)
+
+
+def test_the_deepspeed_profile_prices_stage_3_with_its_defaults():
+    from wanka.plan.frameworks import framework
+
+    opts = framework("deepspeed").options(Layout.parse("dp=64,gbs=64,zero=3"))
+    assert opts.zero3_unit == "weight" and opts.zero3_reuse_distance == 1e9 and opts.zero3_grad_overlap
+    assert opts.zero3_max_live_params is None
+    assert framework("fsdp").options(Layout.parse("dp=64,gbs=64,zero=3")).zero3_reuse_distance == 0.0

@@ -238,16 +238,23 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
 
 @memo_by_identity(2)
 def head_time(m: ModelSpec, gpu: GPU, mbs: int, seq_local: int, tp: int, precision: str,
-              eager_fp32_loss: bool = False) -> LayerTime:
+              eager_fp32_loss: bool = False, megatron_unfused_ce: bool = False) -> LayerTime:
     """Output projection and fp32 softmax cross-entropy of the last stage. Fused: 12 B per logit
     each way (fp32 logits written, read for the softmax, gradient written). `eager_fp32_loss`:
     torchtitan's uncompiled cross_entropy(pred.float()) (train.py loss_fn @9dec370ad26b), kernel by
     kernel: forward .float() 2+4, log_softmax 4+4 = 14 B; backward nll_loss's fp32 gradient 4,
-    log_softmax backward 4+4+4, the cast back to bf16 4+2 = 22 B."""
+    log_softmax backward 4+4+4, the cast back to bf16 4+2 = 22 B. `megatron_unfused_ce`: Megatron's
+    VocabParallelCrossEntropy without --cross-entropy-loss-fusion (tensor_parallel/cross_entropy.py
+    @core_r0.8.0; the same kernels in 2021's mpu/cross_entropy.py on output.float()): forward
+    .float() 2+4, max 4, in-place subtract 4+4, in-place exp 4+4, sum 4, in-place divide (the softmax
+    kept for backward) 4+4 = 38 B; backward the in-place multiply by the loss gradient 4+4, the cast
+    back to 16 bits 4+2 = 14 B."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
     t, flops = _gemm_time_s(head_gemm(m), tokens, tp, peak, hbm, 2, None)
     logits = tokens * m.vocab / tp
     ce_fwd, ce_bwd = (14 * logits, 22 * logits) if eager_fp32_loss else (12 * logits, 12 * logits)
+    if megatron_unfused_ce:
+        ce_fwd, ce_bwd = 38 * logits, 14 * logits
     return LayerTime(t + ce_fwd / hbm, 2 * t + ce_bwd / hbm, 0.0, 3 * flops, 0.0)

@@ -57,9 +57,14 @@ class Options:
     fp8_activation_cache: bool = True  # FP8 runs cache FP8 GEMM inputs in 1 byte (DeepSeek-V3 s.3.3.2)
     # ZeRO-3 (wanka.plan.zero3): what one gather fetches -- "layer" (FSDP/FSDP2 block) or "weight"
     # (DeepSpeed ZeRO-3's per-submodule fetch); and whether gradient reduce-scatters overlap the
-    # backward (DeepSpeed overlap_comm, false by default before 2022)
+    # backward (DeepSpeed overlap_comm: false by default at stages 1-2, true at stage 3)
     zero3_unit: str = "layer"
     zero3_grad_overlap: bool = True
+    # DeepSpeed stage 3 (wanka.plan.zero3): a parameter whose next use is fewer than this many
+    # elements away stays gathered (stage3_max_reuse_distance; 0: released after every use), and
+    # prefetching waits while this many are gathered (stage3_max_live_parameters; None: no limit)
+    zero3_reuse_distance: float = 0.0
+    zero3_max_live_params: float | None = None
     # when gradients are reduced (wanka.plan.dp_schedule): "auto" = once per step, except ZeRO-2
     # without pipeline stages every micro-batch (DeepSpeed ZeRO-2, FSDP without no_sync);
     # "per_step" = once per step whatever the stage (Megatron's distributed optimizer)
@@ -150,6 +155,10 @@ class Options:
     # the loss runs eagerly on an fp32 copy of the logits (torchtitan train.py loss_fn:
     # cross_entropy(pred.float()), not compiled): wanka.plan.compute.head_time
     eager_fp32_loss: bool = False
+    # Megatron's unfused vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py: fp32 copy,
+    # max, in-place subtract, exp, sum, divide; --cross-entropy-loss-fusion is opt-in):
+    # wanka.plan.compute.head_time
+    megatron_unfused_ce: bool = False
     # RoPE as a complex multiply (torchtitan's view_as_complex), which torch.compile leaves op by op
     # (wanka.plan.compute.complex_rope_extra_bytes)
     complex_rope: bool = False

@@ -58,6 +58,16 @@ _DS_BF16 = ("DeepSpeed BF16_Optimizer (runtime/bf16_optimizer.py@56c522386, 'bf1
 _DS_LAYER_OVERHEAD_S = 0.011
 _DS_LAYER_OVERHEAD = ("a fixed cost per layer per micro-batch of the 2021-22 Megatron-DeepSpeed path, 11 ms, measured "
                       "from BigScience's MBS sweep (chronicles-prequel.md@9e64ede) -- not attributed to a mechanism")
+# DeepSpeed ZeRO-3's default stage3_max_reuse_distance since its release (runtime/zero/constants.py@599258f97,
+# 2021-03-08; the same in v0.3.13 and today): 1e9 elements. Its other limit, stage3_max_live_parameters (also
+# 1e9: no prefetch while that many are gathered), is Options.zero3_max_live_params, left off here: SC'21's
+# 530B rows (weights of 1.3-1.7e9) hide their compute under the gathers (180 s at 1,120 GPUs, 184 s at 2,240
+# while compute halves), which the gate would forbid -- those runs raised it (docs/plan.md "ZeRO-3")
+_DS3_REUSE = 1e9
+_DS3_KEEP = ("DeepSpeed stage 3 (runtime/zero/stage3.py@v0.3.13, PartitionedParameterCoordinator.release_sub_module/"
+             "_keep_for_later): a parameter whose next use is < stage3_max_reuse_distance (default 1e9, "
+             "zero/constants.py) elements away stays gathered -- with full recompute, the last weights of each "
+             "layer between their recomputed forward and their backward")
 _OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
              "materialised (fused scale-mask-softmax kernels, still s x s in HBM)")
 _NO_TP_OVERLAP = "Megatron-LM before Megatron-Core/TE userbuffers (2023) ran TP collectives between the GEMMs"
@@ -224,10 +234,15 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight", grad_bytes=2, pp_blocking_p2p=True),
               {"dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_bytes": _DS_COMM_DTYPE,
                "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
+               "zero3_reuse_distance": _DS3_KEEP,
+               "zero3_grad_overlap": "overlap_comm defaults to true at stage 3 (runtime/zero/config.py "
+                                     "ZERO3_OPTIMIZATION_OVERLAP_COMM_DEFAULT, since ZeRO-3's release 599258f97, "
+                                     "2021-03): gathers and reduce-scatters on their own streams (stage3.py@v0.3.13)",
                "zero3_unit": "DeepSpeed ZeRO-3 fetches parameters per submodule (runtime/zero/partitioned_param_"
                              "coordinator.py)", "grad_sync": _DS_PIPE},
               pipeline_switches=_DS_PIPE_SWITCHES,
-              zero_switches={2: dict(dp_overlap=True), 3: dict(dp_overlap=True)}),
+              zero_switches={2: dict(dp_overlap=True),
+                             3: dict(dp_overlap=True, zero3_grad_overlap=True, zero3_reuse_distance=_DS3_REUSE)}),
     Framework("fsdp", "PyTorch FSDP / FSDP2: reduce-scatter every micro-batch, block-wise prefetch",
               dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer"),
               {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP}),

@@ -48,6 +48,8 @@ RULES = {
     "fp8_activation_cache": _FLAG,
     "zero3_unit": _choice(*ZERO3_UNITS),
     "zero3_grad_overlap": _FLAG,
+    "zero3_reuse_distance": ((lambda v: _number(v) and v >= 0.0), "a number of parameters >= 0"),
+    "zero3_max_live_params": ((lambda v: v is None or (_number(v) and v > 0.0)), "a number of parameters > 0 or None"),
     "grad_sync": _choice("auto", "per_step"),
     "param_gather_overlap": ((lambda v: v is None or isinstance(v, bool)), "true, false or None (the framework's default)"),
     "moe_imbalance": ((lambda v: v is None or (_number(v) and v >= 1.0)), "max/mean routed load per EP rank, >= 1, or None"),
@@ -73,6 +75,7 @@ RULES = {
     "fsdp2_keep_unsharded": _FLAG,
     "adam_foreach": _FLAG,
     "eager_fp32_loss": _FLAG,
+    "megatron_unfused_ce": _FLAG,
     "complex_rope": _FLAG,
     "profile": ((lambda v: v is None or v in _profile_names()), "a framework profile name (wanka plan --framework) or None"),
 }

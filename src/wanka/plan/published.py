@@ -280,8 +280,11 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["eager"] = True
     if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
         kw.update(pipeline="dualpipe", comm_sm_fraction=20 / 132)
+    if family in ("megatron-core", "megatron-lm", "megatron-lm-2021") and not any(  # Megatron-LM's own scripts:
+            k in fw + overlap for k in ("nemo", "bridge", "mlperf", "cross-entropy-loss-fusion")):  # fusion opt-in
+        kw["megatron_unfused_ce"] = True
     if zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw and year is not None and year <= 2021:
-        kw.update(dp_overlap=True, algorithm="flat-ring", zero3_unit="weight", zero3_grad_overlap=False)
+        kw.update(dp_overlap=True, algorithm="flat-ring", zero3_unit="weight")  # overlap_comm: frameworks.py
     return dataclasses.replace(opts, **kw)
 
 

@@ -13,8 +13,11 @@ the start of the forward and of the backward with nothing to hide behind.
 One-ahead prefetch: while unit j computes, the gather of unit j+1 runs (and, when gradients are
 overlapped, the reduce-scatter of the unit that just finished its backward), so unit j costs
 max(c_j, g_{j+1} + rs_{j-1}) and the exposed part is what exceeds c_j. Without gradient overlap
-(DeepSpeed overlap_comm=false, its default before 2022: the reduce-scatter runs on the compute
-stream) every reduce-scatter is exposed.
+(DeepSpeed overlap_comm=false -- the stage-1/2 default; stage 3 defaults to true since its
+release, zero/config.py -- the reduce-scatter runs on the compute stream) every reduce-scatter is
+exposed. DeepSpeed stage 3 also keeps a weight gathered when its next use is near
+(stage3_max_reuse_distance: recompute_kept) and stops prefetching while too many parameters are
+gathered (stage3_max_live_parameters: exposed_s's max_live).
 
 Compute of a unit: the layer's forward time split by GEMM FLOPs, the attention core placed with
 the projection that feeds it; backward scales each unit by the layer's backward/forward ratio.
@@ -23,6 +26,7 @@ Full recompute replays each layer's forward (and its gathers) inside the backwar
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from wanka.plan.memo import memo_by_identity
@@ -54,27 +58,44 @@ def layer_units(model, moe_layer: bool, fwd_s: float, bwd_s: float, attn_fwd_s: 
     flops = [g.k * g.n * g.per_token for g in gemms]
     attn = min(attn_fwd_s, fwd_s)
     fwd = [(fwd_s - attn) * f / sum(flops) for f in flops]
-    fwd[len(attention_gemms(model)) - 2] += attn  # the core runs between QKV and the out-projection
     ratio = bwd_s / fwd_s if fwd_s > 0 else 2.0
-    units = tuple(Unit(f, f * ratio, *params(g)) for f, g in zip(fwd, gemms))
+    units = [Unit(f, f * ratio, *params(g)) for f, g in zip(fwd, gemms)]
     if unit == "weight":
-        return units
+        # the attention core (softmax, dropout: submodules without parameters) runs between QKV and
+        # the out-projection in the forward, between the out-projection and QKV in the backward
+        core = len(attention_gemms(model)) - 1
+        return tuple(units[:core] + [Unit(attn, attn * ratio, 0.0, 0.0)] + units[core:])
     return (Unit(fwd_s, bwd_s, sum(u.dense_params for u in units), sum(u.expert_params for u in units)),)
 
 
-def exposed_s(items: list[tuple[float, float, float, float]], grad_overlap: bool) -> float:
-    """Exposed communication of one pass: items = (compute, gather, reduce_scatter, weight) in
-    execution order; weight repeats an item whose neighbours are identical to itself (a middle
-    layer of a run stands for count - 2 layers). The first gather has nothing to hide under."""
+def exposed_s(items: list[tuple], grad_overlap: bool, max_live: float = math.inf) -> float:
+    """Exposed communication of one pass: items = (compute, gather, reduce_scatter, weight[, live])
+    in execution order; weight repeats an item whose neighbours are identical to itself (a middle
+    layer of a run stands for count - 2 layers; a window counts with the weight of its last item); live: parameters gathered while the item computes
+    (its own and those kept for a later use; default 0). The first gather has nothing to hide under.
+
+    Each gather is prefetched from the start of the first item after the previous gather's unit
+    whose live parameters are under max_live (DeepSpeed stage3_max_live_parameters) and hides
+    under the compute from there to its own unit, together with the reduce-scatters launched in
+    that window (those of the items before it, one unit behind); items with no gather (no
+    parameters, or kept gathered) are skipped by the prefetch and lengthen the window."""
     if not items:
         return 0.0
-    out = items[0][1]
-    for j, (c, _, rs, w) in enumerate(items):
-        nxt = items[j + 1][1] if j + 1 < len(items) else 0.0
-        prev_rs = items[j - 1][2] if (grad_overlap and j > 0) else 0.0
-        out += w * (max(0.0, nxt + prev_rs - c) + (0.0 if grad_overlap else rs))
-    if grad_overlap:
-        out += items[-1][2]  # the last unit's reduce-scatter ends the backward
+    c = [it[0] for it in items]
+    live = [it[4] if len(it) > 4 else 0.0 for it in items]
+    rs = [it[2] if grad_overlap else 0.0 for it in items]
+    out = items[0][1] + (0.0 if grad_overlap else sum(it[3] * it[2] for it in items))
+    p = 0  # the item whose fetch came last
+    for k in range(1, len(items)):
+        if items[k][1] <= 0:
+            continue
+        launch = next((i for i in range(p, k) if live[i] < max_live), k)
+        hidden_rs = sum(rs[max(p - 1, 0):k - 1]) if p > 0 else sum(rs[:k - 1])
+        out += items[k - 1][3] * max(0.0, items[k][1] + hidden_rs - sum(c[launch:k]))
+        p = k
+    if grad_overlap:  # reduce-scatters after the last gather, the last one ends the backward
+        tail = rs[max(p - 1, 0):-1] if p > 0 else rs[:-1]
+        out += items[-1][3] * max(0.0, sum(tail) - sum(c[p:])) + rs[-1]
     return out
 
 
@@ -103,12 +124,29 @@ def _per_unit(price):
     return one
 
 
+def _numel(u: Unit) -> float:
+    return u.dense_params + u.expert_params
+
+
+def recompute_kept(units: tuple[Unit, ...], reuse_distance: float) -> list[bool]:
+    """Which units of a layer stay gathered from their recomputed forward to their backward:
+    DeepSpeed's stage-3 coordinator keeps a parameter whose next use is fewer than
+    stage3_max_reuse_distance elements of other parameters away (stage3.py@v0.3.13
+    PartitionedParameterCoordinator._keep_for_later / PrefetchCoordinator.get_reuse_distance_in_numel).
+    Between unit i's recomputed forward and its backward run the forward and the backward of the
+    units after it: 2 * their parameters."""
+    after = [sum(_numel(v) for v in units[i + 1:]) for i in range(len(units))]
+    return [_numel(u) > 0 and 2 * a < reuse_distance for u, a in zip(units, after)]
+
+
 def microbatch_exposed_s(runs: list[tuple[tuple[Unit, ...], int]], extra: Unit, full_recompute: bool, gather,
-                         reduce_scatter, grad_overlap: bool, keep_unsharded: bool = False) -> tuple[float, float]:
+                         reduce_scatter, grad_overlap: bool, reuse_distance: float = 0.0,
+                         max_live: float = math.inf, keep_unsharded: bool = False) -> tuple[float, float]:
     """(exposed, total) ZeRO-3 communication seconds of one micro-batch on one rank.
 
     runs: the rank's layers in forward order as (units of one layer, number of such layers);
-    gather(unit) and reduce_scatter(unit) price one unit's collectives.
+    gather(unit) and reduce_scatter(unit) price one unit's collectives; reuse_distance and max_live
+    as recompute_kept and exposed_s (DeepSpeed stage 3).
     keep_unsharded (Options.fsdp2_keep_unsharded, torchtitan's FSDP2): the root unit and the last
     layer stay gathered from the forward into the backward; a full-recompute replay inside a unit
     re-uses the backward's gather of that unit; the root's reduce-scatter runs after the whole
@@ -116,19 +154,23 @@ def microbatch_exposed_s(runs: list[tuple[tuple[Unit, ...], int]], extra: Unit, 
     layers = _layers(runs)
     gather, reduce_scatter = _per_unit(gather), _per_unit(reduce_scatter)
     g_extra, rs_extra = gather(extra), reduce_scatter(extra)
-    fwd = [(extra.fwd_s, g_extra, 0.0, 1.0)]
-    bwd = [(extra.bwd_s, 0.0, 0.0, 1.0) if keep_unsharded else (extra.bwd_s, g_extra, rs_extra, 1.0)]
+    fwd = [(extra.fwd_s, g_extra, 0.0, 1.0, _numel(extra))]
+    bwd = [(extra.bwd_s, 0.0, 0.0, 1.0, _numel(extra)) if keep_unsharded
+           else (extra.bwd_s, g_extra, rs_extra, 1.0, _numel(extra))]
     for units, w in layers:
-        fwd += [(u.fwd_s, gather(u), 0.0, w) for u in units]
+        fwd += [(u.fwd_s, gather(u), 0.0, w, _numel(u)) for u in units]
     for i, (units, w) in enumerate(reversed(layers)):
         g = (lambda u: 0.0) if (keep_unsharded and i == 0) else gather  # noqa: E731 -- the last layer stays gathered
+        kept = recompute_kept(units, reuse_distance) if full_recompute else [False] * len(units)
+        held = [sum(_numel(v) for v, k in zip(units[:j], kept[:j]) if k) for j in range(len(units))]
         if full_recompute:
-            bwd += [(u.fwd_s, g(u), 0.0, w) for u in units]
+            bwd += [(u.fwd_s, g(u), 0.0, w, _numel(u) + h) for u, h in zip(units, held)]
         again = (lambda u: 0.0) if (keep_unsharded and full_recompute) else g  # noqa: E731
-        bwd += [(u.bwd_s, again(u), reduce_scatter(u), w) for u in reversed(units)]
+        bwd += [(u.bwd_s, 0.0 if k else again(u), reduce_scatter(u), w, _numel(u) + h)
+                for u, k, h in reversed(list(zip(units, kept, held)))]
     final_rs = rs_extra if keep_unsharded else 0.0
     total = sum(x[3] * (x[1] + x[2]) for x in fwd + bwd) + final_rs
-    return exposed_s(fwd, grad_overlap) + exposed_s(bwd, grad_overlap) + final_rs, total
+    return exposed_s(fwd, grad_overlap, max_live) + exposed_s(bwd, grad_overlap, max_live) + final_rs, total
 
 
 def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_params: float, opts) -> tuple[float, float]:
@@ -167,7 +209,8 @@ def zero3_microbatch_s(cluster, model, lay, runs, dense_params: float, expert_pa
 
     exposed, total = microbatch_exposed_s(layer_runs, extra, lay.recompute == "full",
                                           lambda u: coll("all_gather", u, w), reduce, opts.zero3_grad_overlap,
-                                          opts.fsdp2_keep_unsharded)
+                                          opts.zero3_reuse_distance, opts.zero3_max_live_params or math.inf,
+                                          keep_unsharded=opts.fsdp2_keep_unsharded)
     copies = 0.0
     if opts.fsdp2_copies:
         from wanka.plan import efficiency as E
