@@ -1,0 +1,103 @@
+"""Run-level rows (plan/run_level.py) and the expected goodput they are priced with
+(reliability/goodput.py): recognition by content, the closed form against a hand computation, and a
+whole run priced end to end (docs/plan.md "Run-level rows")."""
+
+import copy
+import json
+import math
+
+import pytest
+
+from wanka.plan.published import check_row, load_rows, row_model, summary
+from wanka.plan.run_level import run_level_reason, run_level_tokens_per_gpu
+from wanka.reliability import load_failure_model
+from wanka.reliability.goodput import DETECT_S, MANUAL_S, RESTART_S, goodput_closed_form, run_goodput
+from wanka.workload.params import param_counts
+
+
+def _bloom():
+    return copy.deepcopy(next(r for r in load_rows("run_level") if r["id"] == "bloom_176b_384gpu_whole_run"))
+
+
+def test_a_row_with_only_whole_run_totals_is_run_level():
+    row = _bloom()
+    assert not row["id"].endswith("_runlevel")
+    assert "only whole-run totals" in run_level_reason(row)
+    assert run_level_tokens_per_gpu(row) == pytest.approx(366e9 / (1_082_990 * 3600))
+
+
+def test_training_days_with_a_step_measurement_stay_steady_state():
+    """SC'21 Table 2: training days projected from a measured iteration time are not a run average."""
+    row = next(r for r in load_rows("calibration") if r["id"] == "sc21_t2_ptdp_174.6B_1536gpu")
+    assert row["result"]["training_days"] and row["result"]["iteration_time_s"]
+    assert run_level_reason(row) is None and check_row(row).basis != "run-level"
+
+
+def test_days_instead_of_gpu_hours_and_notes_that_say_so():
+    row = _bloom()
+    row["result"].update(gpu_hours=None, training_days=100.0)
+    assert run_level_tokens_per_gpu(row) == pytest.approx(366e9 / (384 * 100 * 86400))
+    row = _bloom()
+    row["result"].update(tokens_per_sec_per_gpu=93.9)  # a per-GPU figure derived from the totals ...
+    row["notes"] = "tokens/s averaged over the whole run, restarts included"  # ... and said to be so
+    assert "notes" in run_level_reason(row)
+    row["notes"] = "steady state at step 85376"
+    assert run_level_reason(row) is None
+
+
+def test_goodput_closed_form_against_a_hand_computation():
+    # Daly 2006 with delta = 60 s, M = 3 h, R = 600 s, tau = 1800 s, by hand:
+    # e^(600/10800) = 1.0571277, e^(1860/10800) - 1 = 0.1879418,
+    # T_w / T_s = 10800 x 1.0571277 x 0.1879418 / 1800 = 1.1920709 -> goodput 0.838876
+    assert goodput_closed_form(60.0, 10800.0, 600.0, 1800.0) == pytest.approx(0.838876, abs=2e-6)
+    # first order (reliability.md s.3.2): 1 - delta/tau - (tau/2 + delta + R)/M = 0.822222, a lower bound here
+    assert 0.822222 < goodput_closed_form(60.0, 10800.0, 600.0, 1800.0) < 0.822222 + 0.02
+    # no failures: only the checkpoint stalls are lost
+    assert goodput_closed_form(60.0, math.inf, 600.0, 1800.0) == pytest.approx(1800 / 1860)
+    # Daly's interval is the best one: any other interval loses goodput
+    best = goodput_closed_form(60.0, 10800.0, 600.0)
+    assert all(best >= goodput_closed_form(60.0, 10800.0, 600.0, t) for t in (300.0, 900.0, 3600.0, 7200.0))
+
+
+def test_run_goodput_takes_the_failure_model_and_recovery_costs():
+    fm = load_failure_model("llama3-h100")
+    g = run_goodput(fm, 16384, 8, checkpoint_s=10.0, restore_s=100.0)
+    assert g.mtbf_h == pytest.approx(54 * 24 / 419, rel=1e-3)  # Llama 3: 419 interruptions in 54 days
+    assert g.recovery_s == pytest.approx(DETECT_S + RESTART_S + 100.0 + 3 / 419 * MANUAL_S, rel=1e-3)
+    assert g.goodput == pytest.approx(goodput_closed_form(10.0, g.mtbf_h * 3600, g.recovery_s), rel=1e-12)
+    smaller = run_goodput(fm, 1024, 8, checkpoint_s=10.0, restore_s=100.0)
+    assert smaller.goodput > g.goodput > 0.85  # fewer GPUs, fewer failures; Llama 3 reports > 90%
+
+
+def test_a_whole_run_is_priced_as_steady_state_times_goodput():
+    c = check_row(_bloom())
+    assert c.basis == "run-level" and not c.skipped
+    assert c.measured == pytest.approx(93.87, abs=0.01)
+    assert c.predicted == pytest.approx(c.predicted_steady_state * c.goodput)
+    assert c.error == pytest.approx(c.predicted / c.measured - 1)
+    d = c.goodput_detail
+    assert d["failure_model"] == "opt-175b"  # a 2022 run: the manual-restart era
+    # the model's parameters x 14 bytes (16-bit weights + fp32 master, Adam m, v) over 20 Gb/s
+    params = param_counts(row_model(_bloom())).total
+    assert 170e9 < params < 185e9  # 176B; the row mapping does not tie the 250k-token embedding
+    assert d["checkpoint_s"] == pytest.approx(params * 14 / 2.5e9, abs=0.1)
+    assert d["recovery_s"] > d["checkpoint_s"] + DETECT_S + RESTART_S
+    assert any("run-level row" in a for a in c.assumed) and any("goodput" in a for a in c.assumed)
+    later = _bloom()
+    later["parallelism"]["framework"] = "Megatron-DeepSpeed, 2024"
+    c2 = check_row(later)
+    assert c2.goodput_detail["failure_model"] == "rsc1" and c2.goodput > c.goodput  # automated, faster storage
+    assert c2.predicted_steady_state == pytest.approx(c.predicted_steady_state, rel=0.05)
+
+
+def test_run_level_set_median_and_cli_json(capsys):
+    from wanka.cli import main
+
+    checks = [check_row(r) for r in load_rows("run_level")]
+    s = summary(checks)
+    assert s["compared"] == 0 and s["run_level"]["compared"] == 2
+    assert s["run_level"]["median_abs_error"] <= 0.11  # 10.6% (steady state alone: 11.7%)
+    assert main(["plan", "validate", "--runs", "run_level", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert {"predicted_steady_state", "goodput", "goodput_detail"} <= set(payload["rows"][0])
+    assert payload["summary"]["run_level"]["compared"] == 2
