@@ -41,6 +41,8 @@ def test_days_instead_of_gpu_hours_and_notes_that_say_so():
     row["result"].update(tokens_per_sec_per_gpu=93.9)  # a per-GPU figure derived from the totals ...
     row["notes"] = "tokens/s averaged over the whole run, restarts included"  # ... and said to be so
     assert "notes" in run_level_reason(row)
+    row["notes"] = "93.9 = 366B training tokens / total GPU-hours x 3600"
+    assert "notes" in run_level_reason(row)
     row["notes"] = "steady state at step 85376"
     assert run_level_reason(row) is None
 

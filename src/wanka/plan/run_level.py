@@ -8,7 +8,8 @@ Recognition (`run_level_reason`), any of:
     iteration_time_s, tokens_per_sec_per_gpu, tokens_per_sec_total, tflops_per_gpu, mfu_pct,
     hfu_pct (a step-level measurement) -- the measurement can only come from the whole run;
   * the row's notes or result text say so ("run-level", "whole run", "run average", "averaged over
-    the (whole|entire|full) run", "restarts included", "including restarts/failures").
+    the (whole|entire|full) run", "restarts included", "including restarts/failures", "tokens /
+    GPU-hours" -- a figure derived from the totals).
 SC'21 Table 2's training days are projections from a measured iteration time: they carry
 iteration_time_s, so they stay steady-state rows.
 
@@ -43,7 +44,8 @@ STEP_LEVEL = ("iteration_time_s", "tokens_per_sec_per_gpu", "tokens_per_sec_tota
 _SAYS_RUN_LEVEL = re.compile(
     r"run[- ]level|whole[- ](?:training[- ])?run|run[- ]average|entire training run|"
     r"averaged? over the (?:whole|entire|full) (?:training )?run|restarts included|"
-    r"including (?:the )?(?:restarts|failures|downtime)", re.IGNORECASE)
+    r"including (?:the )?(?:restarts|failures|downtime)|"
+    r"tokens\s*/\s*\(?(?:the\s+)?(?:total\s+)?(?:gpu[- _]?hours|gpu[- ]?days)", re.IGNORECASE)
 
 
 def _sec(row: dict, key: str) -> dict:
