@@ -22,7 +22,7 @@ def _bloom():
 def test_a_row_with_only_whole_run_totals_is_run_level():
     row = _bloom()
     assert not row["id"].endswith("_runlevel")
-    assert "only whole-run totals" in run_level_reason(row)
+    assert run_level_reason(row) == "run-level (whole-run totals only)"
     assert run_level_tokens_per_gpu(row) == pytest.approx(366e9 / (1_082_990 * 3600))
 
 
@@ -84,7 +84,8 @@ def test_a_whole_run_is_priced_as_steady_state_times_goodput():
     assert 170e9 < params < 185e9  # 176B; the row mapping does not tie the 250k-token embedding
     assert d["checkpoint_s"] == pytest.approx(params * 14 / 2.5e9, abs=0.1)
     assert d["recovery_s"] > d["checkpoint_s"] + DETECT_S + RESTART_S
-    assert any("run-level row" in a for a in c.assumed) and any("goodput" in a for a in c.assumed)
+    assert "run-level (whole-run totals only)" in c.assumed and any("goodput" in a for a in c.assumed)
+    assert "opt-175b" in d["inputs"]
     later = _bloom()
     later["parallelism"]["framework"] = "Megatron-DeepSpeed, 2024"
     c2 = check_row(later)

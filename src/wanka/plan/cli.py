@@ -314,6 +314,11 @@ def cmd_validate(args):
                 f"{f} {v['median_abs_error']:.1%} / {v['p90_abs_error']:.1%} ({v['compared']})"
                 for f, v in stats["by_family"].items()), soft_wrap=True)
         if stats["run_level"]["compared"]:
+            for c in checks:
+                if c.basis == "run-level" and not c.skipped:
+                    console.print(f"{c.id}: steady state {fmt(c.predicted_steady_state)} x goodput {c.goodput:.1%} = "
+                                  f"{fmt(c.predicted)} vs run average {fmt(c.measured)} tokens/s per GPU; "
+                                  f"{c.goodput_detail['inputs']}", soft_wrap=True)
             console.print(f"{stats['run_level']['compared']} run-level rows (whole-run averages, priced as steady "
                           f"state x expected goodput): median |error| {stats['run_level']['median_abs_error']:.1%}")
         if stats["p10_p90_coverage"] is not None:

@@ -356,7 +356,8 @@ def check_row(row: dict) -> Check:
             c.predicted_steady_state, c.goodput, c.goodput_detail = c.predicted, g.goodput, g.as_dict()
             c.predicted = c.predicted_steady_state * g.goodput
             c.basis, c.error = "run-level", c.predicted / c.measured - 1
-            c.assumed += [runlevel, why]
+            c.assumed += [runlevel, f"goodput {g.goodput:.1%}"]
+            c.goodput_detail["inputs"] = why
         else:
             c.skipped = "run-level row without training tokens and GPU-hours (or days)"
     elif c.measured:

@@ -57,13 +57,13 @@ def run_level_reason(row: dict) -> str | None:
     """Why this row is a whole run's average (recorded in its `assumed` list), or None."""
     r = _sec(row, "result")
     if str(row.get("id", "")).endswith("_runlevel"):
-        return "run-level row (id ends in _runlevel)"
+        return "run-level (id ends in _runlevel)"
     if r.get("training_tokens") and (r.get("gpu_hours") or r.get("training_days")) \
             and not any(r.get(k) for k in STEP_LEVEL):
-        return "run-level row (only whole-run totals: training tokens with GPU-hours or days)"
+        return "run-level (whole-run totals only)"
     text = " ".join([str(row.get("notes") or "")] + [str(v) for v in r.values() if isinstance(v, str)])
     if _SAYS_RUN_LEVEL.search(text):
-        return "run-level row (its notes or result say it is a whole run's average)"
+        return "run-level (its notes say so)"
     return None
 
 
@@ -88,13 +88,13 @@ def failure_model_for(gpu: str, year: int | None) -> str:
 
 
 def row_goodput(model, cluster, year: int | None) -> tuple[RunGoodput, str]:
-    """Expected goodput of the row's job and a one-line account of where its inputs came from."""
+    """Expected goodput of the row's job and a one-line account of the inputs it came from."""
     fm = failure_model_for(cluster.gpu.name, year)
     state_GB = CHECKPOINT_BYTES_PER_PARAM * param_counts(model).total / 1e9
     bw = STORAGE_GBPS_2022 if year is not None and year <= 2022 else STORAGE_GBPS_LATER
     write_s = state_GB / bw
     g = run_goodput(load_failure_model(fm), cluster.gpus, cluster.gpus_per_node, checkpoint_s=write_s,
                     restore_s=write_s)
-    why = (f"goodput {g.goodput:.1%}: failures {fm} (MTBF {g.mtbf_h:.1f} h), checkpoint {state_GB:,.0f} GB at "
-           f"{bw:g} GB/s = {write_s:.0f} s every {g.interval_s / 60:.0f} min (Daly), {g.recovery_s:.0f} s per failure")
+    why = (f"failures {fm} (MTBF {g.mtbf_h:.1f} h), checkpoint {state_GB:,.0f} GB at {bw:g} GB/s = {write_s:.0f} s "
+           f"every {g.interval_s / 60:.0f} min (Daly), {g.recovery_s:.0f} s per failure")
     return g, why
