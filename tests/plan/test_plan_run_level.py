@@ -1,17 +1,15 @@
 """Run-level rows (plan/run_level.py) and the expected goodput they are priced with
-(reliability/goodput.py): recognition by content, the closed form against a hand computation, and a
-whole run priced end to end (docs/plan.md "Run-level rows")."""
+(reliability/goodput.py): recognition by content and a whole run priced end to end (docs/plan.md "Run-level rows"). The goodput's closed form is tested in
+tests/reliability/test_goodput.py."""
 
 import copy
 import json
-import math
 
 import pytest
 
 from wanka.plan.published import check_row, load_rows, row_model, summary
 from wanka.plan.run_level import run_level_reason, run_level_tokens_per_gpu
-from wanka.reliability import load_failure_model
-from wanka.reliability.goodput import DETECT_S, MANUAL_S, RESTART_S, goodput_closed_form, run_goodput
+from wanka.reliability.goodput import DETECT_S, RESTART_S
 from wanka.workload.params import param_counts
 
 
@@ -45,30 +43,6 @@ def test_days_instead_of_gpu_hours_and_notes_that_say_so():
     assert "notes" in run_level_reason(row)
     row["notes"] = "steady state at step 85376"
     assert run_level_reason(row) is None
-
-
-def test_goodput_closed_form_against_a_hand_computation():
-    # Daly 2006 with delta = 60 s, M = 3 h, R = 600 s, tau = 1800 s, by hand:
-    # e^(600/10800) = 1.0571277, e^(1860/10800) - 1 = 0.1879418,
-    # T_w / T_s = 10800 x 1.0571277 x 0.1879418 / 1800 = 1.1920709 -> goodput 0.838876
-    assert goodput_closed_form(60.0, 10800.0, 600.0, 1800.0) == pytest.approx(0.838876, abs=2e-6)
-    # first order (reliability.md s.3.2): 1 - delta/tau - (tau/2 + delta + R)/M = 0.822222, a lower bound here
-    assert 0.822222 < goodput_closed_form(60.0, 10800.0, 600.0, 1800.0) < 0.822222 + 0.02
-    # no failures: only the checkpoint stalls are lost
-    assert goodput_closed_form(60.0, math.inf, 600.0, 1800.0) == pytest.approx(1800 / 1860)
-    # Daly's interval is the best one: any other interval loses goodput
-    best = goodput_closed_form(60.0, 10800.0, 600.0)
-    assert all(best >= goodput_closed_form(60.0, 10800.0, 600.0, t) for t in (300.0, 900.0, 3600.0, 7200.0))
-
-
-def test_run_goodput_takes_the_failure_model_and_recovery_costs():
-    fm = load_failure_model("llama3-h100")
-    g = run_goodput(fm, 16384, 8, checkpoint_s=10.0, restore_s=100.0)
-    assert g.mtbf_h == pytest.approx(54 * 24 / 419, rel=1e-3)  # Llama 3: 419 interruptions in 54 days
-    assert g.recovery_s == pytest.approx(DETECT_S + RESTART_S + 100.0 + 3 / 419 * MANUAL_S, rel=1e-3)
-    assert g.goodput == pytest.approx(goodput_closed_form(10.0, g.mtbf_h * 3600, g.recovery_s), rel=1e-12)
-    smaller = run_goodput(fm, 1024, 8, checkpoint_s=10.0, restore_s=100.0)
-    assert smaller.goodput > g.goodput > 0.85  # fewer GPUs, fewer failures; Llama 3 reports > 90%
 
 
 def test_a_whole_run_is_priced_as_steady_state_times_goodput():
