@@ -107,7 +107,8 @@ def published_runs(path: Path) -> tuple[list[MeasuredRun], list[str]]:
             resolved = lay.resolve(gpus, model)
             tps, _ = measured_tokens_per_gpu(row, resolved)
             if not tps or run_level_reason(row):  # a whole run's average is not a step time
-                skipped.append(f"{rid}: no steady-state tokens/s or iteration time")
+                skipped.append(f"{rid}: " + ("a whole run's average, not a step time" if tps else
+                                             "no steady-state tokens/s or iteration time"))
                 continue
             step = resolved.gbs * model.seq_len / (tps * gpus)
             out.append(MeasuredRun(rid, model, lay, gpus, model.seq_len, framework_options(row), step,
