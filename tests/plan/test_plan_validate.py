@@ -112,7 +112,7 @@ def test_zero_stage_from_free_text(text, stage):
     assert zero_stage(text) == stage
 
 
-def test_run_level_rows_report_implied_goodput_outside_the_statistics():
+def test_run_level_rows_are_priced_with_goodput_outside_the_steady_state_statistics():
     from wanka.plan.published import summary
 
     row = _moe_row()
@@ -120,11 +120,12 @@ def test_run_level_rows_report_implied_goodput_outside_the_statistics():
     row["result"].update(tokens_per_sec_per_gpu=None, training_tokens=1e12, gpu_hours=1e12 / 3600 / 2000.0)
     c = check_row(row)
     assert c.basis == "run-level" and c.measured == pytest.approx(2000.0)
+    assert 0 < c.goodput < 1 and c.predicted == pytest.approx(c.predicted_steady_state * c.goodput)
     assert c.error == pytest.approx(c.predicted / 2000.0 - 1)
-    assert any("implied goodput" in a for a in c.assumed)
     steady = check_row(_moe_row())
     s = summary([c, steady])
     assert s["compared"] == 1 and s["max_abs_error"] == pytest.approx(abs(steady.error))
+    assert s["run_level"] == {"compared": 1, "median_abs_error": pytest.approx(abs(c.error))}
 
 
 def test_hfu_only_rows_compare_on_hfu():

@@ -96,6 +96,7 @@ def _add(runs, skipped, load, where):
 def published_runs(path: Path) -> tuple[list[MeasuredRun], list[str]]:
     from wanka.plan.published import (catalog_gpu, framework_options, load_rows, measured_tokens_per_gpu, row_layout,
                                       row_model)
+    from wanka.plan.run_level import run_level_reason
 
     out, skipped = [], []
     for row in load_rows(path):
@@ -105,8 +106,9 @@ def published_runs(path: Path) -> tuple[list[MeasuredRun], list[str]]:
             gpus = int(row["hardware"]["gpu_count"])
             resolved = lay.resolve(gpus, model)
             tps, _ = measured_tokens_per_gpu(row, resolved)
-            if not tps or rid.endswith("_runlevel"):
-                skipped.append(f"{rid}: no steady-state tokens/s or iteration time")
+            if not tps or run_level_reason(row):  # a whole run's average is not a step time
+                skipped.append(f"{rid}: " + ("a whole run's average, not a step time" if tps else
+                                             "no steady-state tokens/s or iteration time"))
                 continue
             step = resolved.gbs * model.seq_len / (tps * gpus)
             out.append(MeasuredRun(rid, model, lay, gpus, model.seq_len, framework_options(row), step,

@@ -309,10 +309,18 @@ def cmd_validate(args):
         if stats["compared"]:
             console.print(f"{stats['compared']} of {stats['rows']} rows compared at steady state: median |error| "
                           f"{stats['median_abs_error']:.1%}, p90 {stats['p90_abs_error']:.1%}, max "
-                          f"{stats['max_abs_error']:.1%} (run-level rows are listed, not counted)")
+                          f"{stats['max_abs_error']:.1%} (run-level rows not counted)")
             console.print("by framework family (median / p90 |error|, rows): " + "; ".join(
                 f"{f} {v['median_abs_error']:.1%} / {v['p90_abs_error']:.1%} ({v['compared']})"
                 for f, v in stats["by_family"].items()), soft_wrap=True)
+        if stats["run_level"]["compared"]:
+            for c in checks:
+                if c.basis == "run-level" and not c.skipped:
+                    console.print(f"{c.id}: steady state {fmt(c.predicted_steady_state)} x goodput {c.goodput:.1%} = "
+                                  f"{fmt(c.predicted)} vs run average {fmt(c.measured)} tokens/s per GPU; "
+                                  f"{c.goodput_detail['inputs']}", soft_wrap=True)
+            console.print(f"{stats['run_level']['compared']} run-level rows (whole-run averages, priced as steady "
+                          f"state x expected goodput): median |error| {stats['run_level']['median_abs_error']:.1%}")
         if stats["p10_p90_coverage"] is not None:
             console.print(f"measured value inside the predicted p10-p90 interval: {stats['p10_p90_coverage']:.0%} of rows "
                           "(built-in rows judged with their own configuration left out)")

@@ -315,7 +315,7 @@ class Check:
     memory_GiB: float | None = None
     fits: bool | None = None
     basis: str | None = None  # what the error compares: "tokens/s" (per GPU), else "MFU" or "HFU", or
-    # "run-level" (training tokens / GPU-hours of a whole run: not in the summary statistics)
+    # "run-level" (a whole run's average: own median, not in the steady-state statistics)
     assumed: list[str] = field(default_factory=list)
     skipped: str | None = None
     mechanism: str | None = None  # uncertainty class (wanka.plan.uncertainty)
@@ -324,12 +324,17 @@ class Check:
     p90: float | None = None
     covered: bool | None = None  # measured inside [p10, p90]
     family: str | None = None  # framework profile the row names (plan/frameworks.py family_of)
+    # run-level rows: `predicted` = steady state x goodput (plan/run_level.py, reliability/goodput.py)
+    predicted_steady_state: float | None = None
+    goodput: float | None = None
+    goodput_detail: dict | None = None
 
 
 def check_row(row: dict) -> Check:
     """Price one published run and compare; never raises for a row the planner cannot take."""
     from wanka.plan.estimate import estimate
     from wanka.plan.frameworks import family_of
+    from wanka.plan.run_level import row_goodput, run_level_reason, run_level_tokens_per_gpu
 
     p = _sec(row, "parallelism")
     c = Check(id=str(row.get("id", "?")), gpus=_sec(row, "hardware").get("gpu_count"),
@@ -347,15 +352,19 @@ def check_row(row: dict) -> Check:
     c.mfu_predicted, c.memory_GiB, c.fits = 100 * e.mfu, e.memory_GB_per_gpu, e.fits
     r, hw = _sec(row, "result"), _sec(row, "hardware")
     c.mfu_measured = _measured_mfu(r, hw)
-    runlevel = str(row.get("id", "")).endswith("_runlevel")
+    runlevel = run_level_reason(row)
     c.measured, _ = measured_tokens_per_gpu(row, e.layout)
-    if runlevel:
-        c.measured = c.measured or _runlevel_tokens_per_gpu(r)
-        if c.measured:  # a whole run's average: restarts, stragglers and phases included
+    if runlevel:  # a whole run's average: steady state x the run's expected goodput (plan/run_level.py)
+        c.measured = c.measured or run_level_tokens_per_gpu(row)
+        if c.measured:
+            g, why = row_goodput(model, cluster, _year(p))
+            c.predicted_steady_state, c.goodput, c.goodput_detail = c.predicted, g.goodput, g.as_dict()
+            c.predicted = c.predicted_steady_state * g.goodput
             c.basis, c.error = "run-level", c.predicted / c.measured - 1
-            c.assumed.append(f"run-level average: implied goodput {c.measured / c.predicted:.0%} of our steady state")
+            c.assumed += [runlevel, f"goodput {g.goodput:.1%}"]
+            c.goodput_detail["inputs"] = why
         else:
-            c.skipped = "run-level row without training tokens and GPU-hours"
+            c.skipped = "run-level row without training tokens and GPU-hours (or days)"
     elif c.measured:
         c.error, c.basis = c.predicted / c.measured - 1, "tokens/s"
     elif c.mfu_measured:
@@ -386,12 +395,6 @@ def _measured_mfu(r: dict, hw: dict) -> float | None:
     return mfu
 
 
-def _runlevel_tokens_per_gpu(r: dict) -> float | None:
-    if r.get("training_tokens") and r.get("gpu_hours"):
-        return r["training_tokens"] / (r["gpu_hours"] * 3600)
-    return None
-
-
 def quantile(values: list[float], q: float) -> float:
     """The q-quantile of `values`, linear between order statistics (numpy's default)."""
     xs = sorted(values)
@@ -403,8 +406,8 @@ def quantile(values: list[float], q: float) -> float:
 
 def summary(checks: list[Check]) -> dict:
     """Error statistics over steady-state comparisons (tokens/s, MFU, HFU), overall and per
-    framework family; run-level rows are reported per row (they include failures and restarts the
-    planner does not price)."""
+    framework family; run-level rows (whole-run averages, priced as steady state x goodput) have
+    their own `run_level` median and stay out of the steady-state statistics."""
     from wanka.plan.uncertainty import coverage
 
     compared = [c for c in checks if c.error is not None and not c.skipped and c.basis != "run-level"]
@@ -412,7 +415,9 @@ def summary(checks: list[Check]) -> dict:
     families: dict[str, list[float]] = {}
     for c in compared:
         families.setdefault(c.family or "unrecognised", []).append(abs(c.error))
+    run = [abs(c.error) for c in checks if c.error is not None and not c.skipped and c.basis == "run-level"]
     return {"rows": len(checks), "compared": len(errs), "skipped": sum(1 for c in checks if c.skipped),
+            "run_level": {"compared": len(run), "median_abs_error": statistics.median(run) if run else None},
             "median_abs_error": statistics.median(errs) if errs else None,
             "p90_abs_error": quantile(errs, 0.9) if errs else None, "max_abs_error": max(errs) if errs else None,
             "p10_p90_coverage": coverage(checks),

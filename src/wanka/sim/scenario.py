@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from wanka.errors import SpecError, from_pydantic
+from wanka.reliability.goodput import DETECT_S, MANUAL_S, RESTART_S
 from wanka.specfile import StrictSpec, load_spec, preset_names
 
 
@@ -110,12 +111,12 @@ class RecoverySpec(StrictSpec):
     # replacement nodes: a number; auto = the cluster's nodes the job does not use; p99 = ByteRobust's
     # P99 of simultaneous node failures over the repair time (wanka.reliability.spares)
     spares: int | str = 0
-    detect_s: float = Field(default=60.0, ge=0)  # explicit failures: ByteRobust section 2.2 (~60 s) [P]
+    detect_s: float = Field(default=DETECT_S, ge=0)  # explicit failures: ByteRobust section 2.2 (~60 s) [P]
     hang_detect_s: float = Field(default=600.0, ge=0)  # hangs: PyTorch NCCL watchdog default 10 min [P]
-    restart_s: float = Field(default=300.0, ge=0)  # re-initialise on the same nodes: u0 5-20 min (Meta RSC) [Q]
+    restart_s: float = Field(default=RESTART_S, ge=0)  # re-initialise on the same nodes: u0 5-20 min (Meta RSC) [Q]
     requeue_s: float | None = Field(default=None, ge=0)  # full_restart after a node loss; default restart_s
     swap_s: float = Field(default=60.0, ge=0)  # hot-spare swap: ByteRobust hot update 46-65 s [P]
-    manual_s: float = Field(default=7200.0, ge=0)  # manual diagnosis time [G]
+    manual_s: float = Field(default=MANUAL_S, ge=0)  # manual diagnosis time [G]
     repair_h: float = Field(default=24.0, ge=0)  # node back in the pool after repair [G]
     manual_repair_h: float = Field(default=72.0, ge=0)  # [G]
     min_dp: int = Field(default=1, ge=1)  # elastic/torchft: fewest replicas to keep training
