@@ -49,19 +49,48 @@ def test_sequential_experts_backward_matches_pytorch_autograd():
 def test_allgather_dispatcher_moves_every_token_of_the_tp_group_on_every_rank():
     model = row_model(_mixtral_row())
     tokens = 16384.0
-    # all-to-all with a grouped GEMM: nothing beyond the 8 h per copy compute.layer_time prices
-    assert moe_dispatch_bytes(model, tokens, 1, 8, 8, 1.0, "alltoall", True) == (0.0, 0.0)
+    # all-to-all with a grouped GEMM: beyond the 8 h per copy compute.layer_time prices, only the
+    # regrouping of the 8 local experts' copies (test_alltoall_dispatcher_regroups_by_local_expert)
+    h, k = model.hidden, model.moe.top_k
+    assert moe_dispatch_bytes(model, tokens, 1, 8, 8, 1.0, "alltoall", True) == pytest.approx(
+        (8 * h * tokens * k, 8 * h * tokens * k))
     fwd8, bwd8 = moe_dispatch_bytes(model, tokens, 1, 8, 8, 1.0, "allgather", True)
     fwd1, bwd1 = moe_dispatch_bytes(model, tokens, 1, 1, 1, 1.0, "allgather", True)
     # the same bytes per rank at tp 8 as at tp 1: the gathered hidden states are permuted whole
     assert fwd8 == pytest.approx(fwd1) and bwd8 == pytest.approx(bwd1)
-    h, k = model.hidden, model.moe.top_k
     assert fwd8 == pytest.approx(h * (36 * tokens * k + 10 * tokens))
     # experts one after another add their slice copies, growing with the local experts
     _, bwd_seq8 = moe_dispatch_bytes(model, tokens, 1, 8, 8, 1.0, "alltoall", False)
     _, bwd_seq4 = moe_dispatch_bytes(model, tokens, 2, 8, 8, 1.0, "alltoall", False)
-    assert bwd_seq8 == pytest.approx(h * tokens * k * (12 * 8 + 4))
-    assert bwd_seq4 == pytest.approx(h * tokens * k * (12 * 4 + 4))
+    assert bwd_seq8 == pytest.approx(h * tokens * k * (12 * 8 + 4 + 8))  # + the regrouping's 8
+    assert bwd_seq4 == pytest.approx(h * tokens * k * (12 * 4 + 4 + 8))
+
+
+def test_alltoall_dispatcher_regroups_by_local_expert():
+    """The all-to-all (and the TP all-gather) hands a rank its copies grouped by source rank, then by
+    expert; the grouped GEMM wants them by expert: a real permutation of the rows whenever a rank
+    holds more than one expert (Megatron-Core's 'Permutation 2'), none with one expert. Priced as
+    every copy the rank's experts take read and written once each way, at full hidden size: the
+    same bytes at tp 8 as at tp 1 with TP-split experts, 1/tp of them with etp 1, nothing with one
+    local expert, and growing with the most-loaded rank's excess."""
+    model = row_model(_mixtral_row())  # 8 experts, top-2
+    h, k, tokens = model.hidden, model.moe.top_k, 4096.0
+
+    def order_after_alltoall(sources, local_experts, rows=2):
+        return [(e, s, r) for s in range(sources) for e in range(local_experts) for r in range(rows)]
+
+    for sources, local in ((4, 2), (2, 4), (1, 1), (8, 1)):
+        received = order_after_alltoall(sources, local)
+        regrouped = sorted(received)  # by expert, then source: what the grouped GEMM reads
+        assert (regrouped != received) == (sources > 1 and local > 1)
+    fwd_tp8, bwd_tp8 = moe_dispatch_bytes(model, tokens, 2, 8, 8, 1.0, "alltoall", True)
+    fwd_tp1, _ = moe_dispatch_bytes(model, tokens, 2, 1, 1, 1.0, "alltoall", True)
+    assert fwd_tp8 == pytest.approx(fwd_tp1) == pytest.approx(8 * h * tokens * k) and bwd_tp8 == fwd_tp8
+    fwd_etp1, _ = moe_dispatch_bytes(model, tokens, 2, 8, 1, 1.0, "alltoall", True)
+    assert fwd_etp1 == pytest.approx(fwd_tp8 / 8)
+    assert moe_dispatch_bytes(model, tokens, 8, 8, 8, 1.0, "alltoall", True) == (0.0, 0.0)  # one expert each
+    fwd_skew, _ = moe_dispatch_bytes(model, tokens, 2, 8, 8, 1.25, "alltoall", True)
+    assert fwd_skew == pytest.approx(1.25 * fwd_tp8)
 
 
 def test_mixtral_row_prices_its_scripts_dispatcher_and_sequential_experts():

@@ -112,17 +112,32 @@ def sequential_bwd_bytes_per_copy(local_experts: float) -> float:
     return 12.0 * e + 4.0
 
 
+# All-to-all dispatcher, "Permutation 2" (Megatron-Core core_r0.11.0 token_dispatcher.py
+# MoEAlltoAllTokenDispatcher.token_permutation / token_unpermutation): the all-to-all (and, with TP-split
+# experts, the TP all-gather) delivers the routed copies grouped by source rank; with more than one
+# local expert they are regrouped by expert before the experts (sort_chunks_by_idxs: split + cat, or
+# TE's fused_sort_chunks_by_index; with --moe-pad-expert-input-to-capacity a transpose().contiguous())
+# and back after them -- every copy this rank's experts take, at full hidden size (after the TP
+# all-gather, not 1/tp of them): read 2 + write 2 each way = 8 B per hidden element forward; the
+# backward's gradients take the inverse copies, 8 B.
+SORT_BY_LOCAL_EXPERT_BYTES_PER_COPY = (8.0, 8.0)
+
+
 def moe_dispatch_bytes(m, tokens: float, ep: int, tp: int, etp: int, imbalance: float, dispatcher: str,
                        grouped_gemm: bool) -> tuple[float, float]:
     """(forward, backward) HBM bytes of one MoE layer's token movement on one rank beyond the
     all-to-all dispatcher's permutation (which compute.layer_time prices as 8 h per copy, 1/tp of
-    them): the all-gather dispatcher's (ALLGATHER_BYTES_*) and SequentialMLP's (above). `tokens`:
-    the TP group's tokens of the micro-batch (mbs x local sequence)."""
+    them): the all-to-all dispatcher's regrouping by local expert (SORT_BY_LOCAL_EXPERT_*), the
+    all-gather dispatcher's (ALLGATHER_BYTES_*) and SequentialMLP's (above). `tokens`: the TP
+    group's tokens of the micro-batch (mbs x local sequence)."""
     if m.moe is None:
         return 0.0, 0.0
     h = m.hidden
     copies = tokens * m.moe.top_k * (etp / tp) * imbalance  # routed copies this rank's experts take
     fwd = bwd = 0.0
+    if dispatcher == "alltoall" and m.moe.experts / ep > 1:
+        fwd += h * SORT_BY_LOCAL_EXPERT_BYTES_PER_COPY[0] * copies
+        bwd += h * SORT_BY_LOCAL_EXPERT_BYTES_PER_COPY[1] * copies
     if dispatcher == "allgather":
         group_tokens = tokens * ep  # all-gathered over the tensor-and-expert group
         fwd += h * (ALLGATHER_BYTES_PER_COPY[0] * copies + ALLGATHER_BYTES_PER_TOKEN[0] * group_tokens)
