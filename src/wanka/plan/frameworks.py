@@ -58,6 +58,12 @@ _DS_BF16 = ("DeepSpeed BF16_Optimizer (runtime/bf16_optimizer.py@56c522386, 'bf1
 _DS_LAYER_OVERHEAD_S = 0.011
 _DS_LAYER_OVERHEAD = ("a fixed cost per layer per micro-batch of the 2021-22 Megatron-DeepSpeed path, 11 ms, measured "
                       "from BigScience's MBS sweep (chronicles-prequel.md@9e64ede) -- not attributed to a mechanism")
+# Habana's fork (mlcommons/training_results_v3.1 Intel-HabanaLabs/benchmarks/gpt3/Megatron-DeepSpeed/run_gpt.sh)
+_HPU_SDPA = ("run_gpt.sh USE_FUSED_SDPA='--use-fused-sdpa true' (v3.1 and v4.0): Habana's fused scaled-dot-product "
+             "attention, a FlashAttention-style kernel that never materialises the s x s scores")
+_HPU_NO_LAYER_OVERHEAD = ("an assumption: the 11 ms per layer per micro-batch of megatron-deepspeed was measured on "
+                          "CUDA in eager mode (BigScience, A100) and is not attributed; Habana runs the model as "
+                          "lazy-mode HPU graphs (Gaudi docs 'PyTorch Lazy Mode'), so it is not carried over")
 _OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
              "materialised (fused scale-mask-softmax kernels, still s x s in HBM)")
 _NO_TP_OVERLAP = "Megatron-LM before Megatron-Core/TE userbuffers (2023) ran TP collectives between the GEMMs"
@@ -204,6 +210,16 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
                "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
                "layer_microbatch_overhead_s": _DS_LAYER_OVERHEAD, "grad_bytes": _DS_COMM_DTYPE},
               pipeline_switches=_DS_PIPE_SWITCHES),
+    Framework("megatron-deepspeed-habana", "Habana's Megatron-DeepSpeed fork on Gaudi (MLPerf GPT-3): the "
+              "DeepSpeed pipeline engine as above, with fused SDPA attention, run as HPU lazy-mode graphs",
+              dict(attention="flash", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
+                   pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True, bf16_optimizer=True,
+                   layer_microbatch_overhead_s=0.0),
+              {"attention": _HPU_SDPA, "tp_overlap": "no TP overlap switch in Habana's run_gpt.sh",
+               "dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE,
+               "pp_scatter_gather": _DS_P2P, "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
+               "layer_microbatch_overhead_s": _HPU_NO_LAYER_OVERHEAD, "grad_bytes": _DS_COMM_DTYPE},
+              pipeline_switches=_DS_PIPE_SWITCHES),
     Framework("deepspeed", "DeepSpeed ZeRO (engine without pipeline): reduce at the boundary (ZeRO-1), every "
               "micro-batch with overlap_comm (ZeRO-2), per-submodule fetch (ZeRO-3)",
               dict(dp_overlap=False, param_gather_overlap=False, zero3_unit="weight", grad_bytes=2, pp_blocking_p2p=True),
@@ -289,7 +305,7 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
     if any(k in fw for k in ("core", "nemo", "bridge", "mcore")):
         return "megatron-core"
     if any(k in fw for k in ("megatron-deepspeed", "megatron deepspeed", "megatron-ds")):
-        return "megatron-deepspeed"
+        return "megatron-deepspeed-habana" if "habana" in fw or "gaudi" in fw else "megatron-deepspeed"
     # both named as one stack ("DeepSpeed + Megatron-LM", "Megatron and DeepSpeed", MT-NLG's "Using
     # DeepSpeed and Megatron"), or DeepSpeed's pipeline engine named -- not "Megatron-LM / DeepSpeed"
     # (SC'21's table of alternatives)

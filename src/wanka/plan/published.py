@@ -37,7 +37,8 @@ from wanka.workload.spec import parse_model_spec
 
 # accelerator text -> catalog name, most specific first
 GPU_NAMES = [("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"), ("h800", "h800"), ("h20", "h20"),
-             ("mi300x", "mi300x"), ("a100 40gb", "a100-40gb"), ("a100-40gb", "a100-40gb"),
+             ("mi300x", "mi300x"), ("mi325x", "mi325x"), ("mi350x", "mi350x"), ("mi355x", "mi355x"),
+             ("gaudi2", "gaudi2"), ("gaudi 2", "gaudi2"), ("gaudi3", "gaudi3"), ("gaudi 3", "gaudi3"), ("a100 40gb", "a100-40gb"), ("a100-40gb", "a100-40gb"),
              ("a100-sxm4-40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100-sxm"),
              ("910c", "ascend-910c"), ("910b", "ascend-910b")]
 
