@@ -61,6 +61,17 @@ _DS_LAYER_OVERHEAD = ("a fixed cost per layer per micro-batch of the 2021-22 Meg
 # Habana's fork (mlcommons/training_results_v3.1 Intel-HabanaLabs/benchmarks/gpt3/Megatron-DeepSpeed/run_gpt.sh)
 _HPU_SDPA = ("run_gpt.sh USE_FUSED_SDPA='--use-fused-sdpa true' (v3.1 and v4.0): Habana's fused scaled-dot-product "
              "attention, a FlashAttention-style kernel that never materialises the s x s scores")
+# Of a layer's 8 sequence-parallel collectives (forward: all-gather before QKV and FC1, reduce-scatter
+# after the projection and FC2; backward: the reverse of each), the fork issues the all-gather and
+# its backward reduce-scatter async_op=True with no wait (megatron/mpu/layers.py AllGather); the HPU
+# runtime orders them by data dependence, so the reduce-scatter of QKV's and FC1's input gradient
+# runs beside their weight-gradient GEMMs, which do not need it: 2 of 8 hidden (each bounded by its
+# GEMM, Options.tp_overlap_gemm_bound). The forward all-gathers feed the next GEMM: exposed.
+HPU_ASYNC_TP_HIDDEN = 2 / 8
+_HPU_ASYNC_TP = ("megatron/mpu/layers.py AllGather (Habana fork, training_results_v3.1): the sequence-parallel "
+                 "all-gather and its backward reduce-scatter are issued async_op=True without a wait; the "
+                 "backward reduce-scatters of QKV's and FC1's input gradients run beside their weight-gradient "
+                 "GEMMs: 2 of a layer's 8 TP collectives hidden")
 _HPU_NO_LAYER_OVERHEAD = ("an assumption: the 11 ms per layer per micro-batch of megatron-deepspeed was measured on "
                           "CUDA in eager mode (BigScience, A100) and is not attributed; Habana runs the model as "
                           "lazy-mode HPU graphs (Gaudi docs 'PyTorch Lazy Mode'), so it is not carried over")
@@ -212,10 +223,10 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               pipeline_switches=_DS_PIPE_SWITCHES),
     Framework("megatron-deepspeed-habana", "Habana's Megatron-DeepSpeed fork on Gaudi (MLPerf GPT-3): the "
               "DeepSpeed pipeline engine as above, with fused SDPA attention, run as HPU lazy-mode graphs",
-              dict(attention="flash", tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False,
+              dict(attention="flash", tp_overlap=HPU_ASYNC_TP_HIDDEN, dp_overlap=False, param_gather_overlap=False,
                    pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True, bf16_optimizer=True,
                    layer_microbatch_overhead_s=0.0),
-              {"attention": _HPU_SDPA, "tp_overlap": "no TP overlap switch in Habana's run_gpt.sh",
+              {"attention": _HPU_SDPA, "tp_overlap": _HPU_ASYNC_TP,
                "dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE,
                "pp_scatter_gather": _DS_P2P, "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
                "layer_microbatch_overhead_s": _HPU_NO_LAYER_OVERHEAD, "grad_bytes": _DS_COMM_DTYPE},
