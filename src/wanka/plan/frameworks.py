@@ -67,6 +67,8 @@ _HPU_SDPA = ("run_gpt.sh USE_FUSED_SDPA='--use-fused-sdpa true' (v3.1 and v4.0):
 # runtime orders them by data dependence, so the reduce-scatter of QKV's and FC1's input gradient
 # runs beside their weight-gradient GEMMs, which do not need it: 2 of 8 hidden (each bounded by its
 # GEMM, Options.tp_overlap_gemm_bound). The forward all-gathers feed the next GEMM: exposed.
+# Options.tp_overlap is one fraction for every collective, so this prices 1/4 of each hidden: the same
+# total wherever a GEMM outlasts a quarter of its collective (GPT-3 175B at tp 8).
 HPU_ASYNC_TP_HIDDEN = 2 / 8
 _HPU_ASYNC_TP = ("megatron/mpu/layers.py AllGather (Habana fork, training_results_v3.1): the sequence-parallel "
                  "all-gather and its backward reduce-scatter are issued async_op=True without a wait; the "
