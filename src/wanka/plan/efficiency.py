@@ -58,6 +58,11 @@ GEMM_EFFICIENCY = {  # (architecture, precision) -> fraction of that precision's
     ("blackwell", "fp8"): 0.40,
     ("other", "16bit"): 0.65,  # judgement: accelerators without public large-GEMM figures
     ("other", "fp8"): 0.55,
+    # Gaudi 2 FP8 (MME): "consistently achieves high computational unit utilization, frequently
+    # exceeding 90% MFU" with FP8 (Lee et al. 2025, arXiv:2503.09975, abstract; Intel/NAVER, operator
+    # level and end-to-end LLM inference). An inference figure: an upper bound for GEMMs inside a
+    # training step (H100's 0.50 above is an end-to-end judgement). 16-bit and attention: as "other".
+    ("gaudi2", "fp8"): 0.90,
 }
 ATTENTION_EFFICIENCY = {"ampere": 0.45, "hopper": 0.55, "blackwell": 0.55, "other": 0.4}
 # FlashAttention-2 on H100 SXM5, head dim 128, BF16, 16K tokens (Shah et al. 2024, FA3 paper Fig. 5
@@ -93,6 +98,8 @@ def architecture(g: GPU) -> str:
         return "hopper"
     if name.startswith(("b200", "gb200", "b100", "b300", "gb300")):
         return "blackwell"
+    if name.startswith("gaudi2"):
+        return "gaudi2"
     return "other"
 
 
@@ -117,7 +124,8 @@ def attention_flops(g: GPU, kernel: str = "flash") -> float:
     """Sustained FLOP/s of fused (Flash) attention; it runs in 16-bit even in FP8 training.
     `kernel`: "flash" (the architecture's best: FA3/cuDNN on Hopper) or "flash2" (FlashAttention-2)."""
     arch = architecture(g)
-    eff = FLASH2_EFFICIENCY.get(arch, ATTENTION_EFFICIENCY[arch]) if kernel == "flash2" else ATTENTION_EFFICIENCY[arch]
+    best = ATTENTION_EFFICIENCY.get(arch, ATTENTION_EFFICIENCY["other"])
+    eff = FLASH2_EFFICIENCY.get(arch, best) if kernel == "flash2" else best
     return g.peak("bf16") * 1e12 * calibrated(eff, g.efficiency_scale.attention)
 
 
