@@ -165,6 +165,25 @@ _MLPERF_SRC = dict(_MCORE_SRC,
                                   "an interleaved pipeline the transfers hide under the chunks (plan/interleaved.py)",
                    dp_comm_ctas=f"NCCL_MIN_CTAS=16, NCCL_MAX_CTAS=32 with NVTE_*_LAYERNORM_SM_MARGIN=16 ({_MLPERF_CFG}): "
                                 "at least 16 SMs run the overlapped DP collectives (plan/dp_schedule.py)")
+# AMD's MLPerf Training v5.1 Llama 3.1 8B (training_results_v5.1 AMD/benchmarks/llama31_8b/implementations/
+# MI3{50,55}X_EPYC_9575F_pytorch_llama3_8b @ 441d65f4445c; the two systems' files differ only in MAX_LR and the
+# platform name): NeMo v2.5.0rc0 + ROCm/Megatron-LM 5c34c4cf + ROCm/TransformerEngine f3692b67 (Dockerfile).
+# src/train.py builds DistributedDataParallelConfig(grad_reduce_in_fp32=False, use_distributed_optimizer=True,
+# fp8_param_gather=True) without overlap_grad_reduce/overlap_param_gather and adds no MegatronCommOverlapCallback;
+# Megatron-Core's defaults are False (distributed/distributed_data_parallel_config.py) and NeMo's MegatronStrategy
+# passes the config on unchanged (nemo/lightning/pytorch/strategies/megatron_strategy.py@v2.5.0rc0). NVIDIA's
+# submission of the same benchmark sets both from its config (NVIDIA/.../llama31_8b/implementations/nemo/pretrain.py
+# 'overlap_grad_reduce = config.model.optim.overlap_grad_reduce' and MegatronCommOverlapCallback).
+_AMD_MLPERF_CFG = "training_results_v5.1 AMD/benchmarks/llama31_8b/implementations/MI355X_EPYC_9575F_pytorch_llama3_8b"
+_AMD_NO_DP_OVERLAP = (f"{_AMD_MLPERF_CFG}/src/train.py: DistributedDataParallelConfig without overlap_grad_reduce / "
+                      "overlap_param_gather, no MegatronCommOverlapCallback; Megatron-Core defaults both to False "
+                      "(distributed_data_parallel_config.py), NeMo v2.5.0rc0's MegatronStrategy keeps the config: the "
+                      "reduce-scatter runs after the last backward, the FP8 all-gather after the step")
+_AMD_MLPERF_SRC = dict(_MCORE_SRC, dp_overlap=_AMD_NO_DP_OVERLAP, param_gather_overlap=_AMD_NO_DP_OVERLAP,
+                       fp8_params=f"{_AMD_MLPERF_CFG}/config_MI355X_1x8x1_8b.sh FP8_PARAMS=1 and train.py fp8_param_gather=True, "
+                                  "fp8='hybrid': weights kept in FP8 (plan/memory.py)",
+                       grad_bytes=f"{_AMD_MLPERF_CFG}/src/train.py grad_reduce_in_fp32=False: gradients reduced in BF16",
+                       tp_overlap=f"{_AMD_MLPERF_CFG}/config_MI355X_1x8x1_8b.sh TP_COMM_OVERLAP=False (and TP=1)")
 # MindSpeed-LLM's MC2 linears (modellink/core/tensor_parallel/ascend_turbo/mc2_linears_seq_parallel.py@75f2e902022c),
 # per collective in the userbuffers vocabulary above: forward, ColumnSeqParallelLinear runs torch_npu's
 # npu_all_gather_base_mm, which streams the gathered rows chunk by chunk into the matmul ("融合算子内部实现通信和
@@ -193,6 +212,10 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               "NCCL held to >= 16 CTAs, per-GEMM userbuffers TP overlap",
               dict(_MCORE, fp8_params=True, dp_comm_ctas=16, grad_bytes=2, pp_p2p_overlap=True, tp_overlap=userbuffers_hidden_fraction(MLPERF_USERBUFFERS)),
               _MLPERF_SRC),
+    Framework("nemo-mlperf-rocm", "AMD's MLPerf Training NeMo 2.5 on ROCm (Megatron-Core, ROCm Transformer Engine): "
+              "FP8 parameters, distributed optimizer without overlapped DP collectives, no TP overlap",
+              dict(_MCORE, fp8_params=True, grad_bytes=2, tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False),
+              _AMD_MLPERF_SRC),
     Framework("mindspeed", "MindSpeed-LLM (Huawei Ascend, torch_npu): Megatron-Core models, MC2 fused TP "
               "communication, distributed optimizer",
               dict(_MCORE, tp_overlap=userbuffers_hidden_fraction(MINDSPEED_MC2)), dict(_MCORE_SRC, tp_overlap=_MC2)),
@@ -308,7 +331,7 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
     if "ncclx" in fw:  # Meta's NCCL fork, named by the Llama 3 report (s.3.3.3)
         return "llama3"
     if "mlperf" in fw and any(k in fw for k in ("nemo", "core")):
-        return "nemo-mlperf"
+        return "nemo-mlperf-rocm" if "rocm" in fw else "nemo-mlperf"
     if "mindspeed" in fw:
         return "mindspeed"
     if any(k in fw for k in ("maxtext", "paxml", "praxis", "jax", "t5x")):

@@ -257,10 +257,10 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     kw = {}
     if old:  # no FlashAttention and no TP overlap in Megatron-LM up to 2022
         kw.update(attention="unfused", tp_overlap=0.0)
+    elif (p.get("comm_overlap") or "").lower().startswith("none"):  # off ('none (TP_COMM_OVERLAP=False)' names the flag)
+        kw["tp_overlap"] = 0.0
     elif any(k in overlap for k in ("tp-comm-overlap", "tp_comm_overlap", "tp comm overlap")) and opts.tp_overlap == 0:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
-    elif (p.get("comm_overlap") or "").lower().startswith("none"):  # the run's script turns its overlap off
-        kw["tp_overlap"] = 0.0
     if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
         kw["attention"] = "flash"
     local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
