@@ -2,6 +2,8 @@
 loads and is priced on its catalog part with the submitted layout, Habana's fork gets its own
 profile, and the planner's error stays where it was measured."""
 
+import re
+
 import pytest
 
 from wanka.hardware.catalog import gpu
@@ -85,6 +87,11 @@ def test_new_catalog_parts_cite_every_figure_group(name):
     g = gpu(name)
     assert g.peak("bf16") > 0 and g.hbm_GB > 0 and g.hbm_TBps
     assert {"compute", "memory", "power", "scale_up"} <= set(g.sources)
+    # each figure group names where it was read (an address, a file@commit or an arXiv id), says the
+    # figure is not published, or points at its sibling part's group
+    address = re.compile(r"[a-z0-9-]+\.(com|ai|org|net|pt|io)\b|docs\.|arXiv:\d|@[0-9a-f]{7}|slides")
+    for group, text in g.sources.items():
+        assert address.search(text) or text.startswith(("not published", "as mi350x")), (name, group)
 
 
 def test_gaudi2_fp8_gemms_carry_the_operator_figure_into_a_step_by_h100s_ratio_and_16bit_stays_a_judgement():
