@@ -68,6 +68,25 @@ _DS3_KEEP = ("DeepSpeed stage 3 (runtime/zero/stage3.py@v0.3.13, PartitionedPara
              "_keep_for_later): a parameter whose next use is < stage3_max_reuse_distance (default 1e9, "
              "zero/constants.py) elements away stays gathered -- with full recompute, the last weights of each "
              "layer between their recomputed forward and their backward")
+# Habana's fork (mlcommons/training_results_v3.1 Intel-HabanaLabs/benchmarks/gpt3/Megatron-DeepSpeed/run_gpt.sh)
+_HPU_SDPA = ("run_gpt.sh USE_FUSED_SDPA='--use-fused-sdpa true' (v3.1 and v4.0): Habana's fused scaled-dot-product "
+             "attention, a FlashAttention-style kernel that never materialises the s x s scores")
+# Of a layer's 8 sequence-parallel collectives (forward: all-gather before QKV and FC1, reduce-scatter
+# after the projection and FC2; backward: the reverse of each), the fork issues the all-gather and
+# its backward reduce-scatter async_op=True with no wait (megatron/mpu/layers.py AllGather); the HPU
+# runtime orders them by data dependence, so the reduce-scatter of QKV's and FC1's input gradient
+# runs beside their weight-gradient GEMMs, which do not need it: 2 of 8 hidden (each bounded by its
+# GEMM, Options.tp_overlap_gemm_bound). The forward all-gathers feed the next GEMM: exposed.
+# Options.tp_overlap is one fraction for every collective, so this prices 1/4 of each hidden: the same
+# total wherever a GEMM outlasts a quarter of its collective (GPT-3 175B at tp 8).
+HPU_ASYNC_TP_HIDDEN = 2 / 8
+_HPU_ASYNC_TP = ("megatron/mpu/layers.py AllGather (Habana fork, training_results_v3.1): the sequence-parallel "
+                 "all-gather and its backward reduce-scatter are issued async_op=True without a wait; the "
+                 "backward reduce-scatters of QKV's and FC1's input gradients run beside their weight-gradient "
+                 "GEMMs: 2 of a layer's 8 TP collectives hidden")
+_HPU_NO_LAYER_OVERHEAD = ("an assumption: the 11 ms per layer per micro-batch of megatron-deepspeed was measured on "
+                          "CUDA in eager mode (BigScience, A100) and is not attributed; Habana runs the model as "
+                          "lazy-mode HPU graphs (Gaudi docs 'PyTorch Lazy Mode'), so it is not carried over")
 _OLD_ATTN = ("Megatron-LM before 2023 had no FlashAttention (published 2022, integrated in 2023): scores "
              "materialised (fused scale-mask-softmax kernels, still s x s in HBM)")
 _NO_TP_OVERLAP = "Megatron-LM before Megatron-Core/TE userbuffers (2023) ran TP collectives between the GEMMs"
@@ -156,6 +175,25 @@ _MLPERF_SRC = dict(_MCORE_SRC,
                                   "an interleaved pipeline the transfers hide under the chunks (plan/interleaved.py)",
                    dp_comm_ctas=f"NCCL_MIN_CTAS=16, NCCL_MAX_CTAS=32 with NVTE_*_LAYERNORM_SM_MARGIN=16 ({_MLPERF_CFG}): "
                                 "at least 16 SMs run the overlapped DP collectives (plan/dp_schedule.py)")
+# AMD's MLPerf Training v5.1 Llama 3.1 8B (training_results_v5.1 AMD/benchmarks/llama31_8b/implementations/
+# MI3{50,55}X_EPYC_9575F_pytorch_llama3_8b @ 441d65f4445c; the two systems' files differ only in MAX_LR and the
+# platform name): NeMo v2.5.0rc0 + ROCm/Megatron-LM 5c34c4cf + ROCm/TransformerEngine f3692b67 (Dockerfile).
+# src/train.py builds DistributedDataParallelConfig(grad_reduce_in_fp32=False, use_distributed_optimizer=True,
+# fp8_param_gather=True) without overlap_grad_reduce/overlap_param_gather and adds no MegatronCommOverlapCallback;
+# Megatron-Core's defaults are False (distributed/distributed_data_parallel_config.py) and NeMo's MegatronStrategy
+# passes the config on unchanged (nemo/lightning/pytorch/strategies/megatron_strategy.py@v2.5.0rc0). NVIDIA's
+# submission of the same benchmark sets both from its config (NVIDIA/.../llama31_8b/implementations/nemo/pretrain.py
+# 'overlap_grad_reduce = config.model.optim.overlap_grad_reduce' and MegatronCommOverlapCallback).
+_AMD_MLPERF_CFG = "training_results_v5.1 AMD/benchmarks/llama31_8b/implementations/MI355X_EPYC_9575F_pytorch_llama3_8b"
+_AMD_NO_DP_OVERLAP = (f"{_AMD_MLPERF_CFG}/src/train.py: DistributedDataParallelConfig without overlap_grad_reduce / "
+                      "overlap_param_gather, no MegatronCommOverlapCallback; Megatron-Core defaults both to False "
+                      "(distributed_data_parallel_config.py), NeMo v2.5.0rc0's MegatronStrategy keeps the config: the "
+                      "reduce-scatter runs after the last backward, the FP8 all-gather after the step")
+_AMD_MLPERF_SRC = dict(_MCORE_SRC, dp_overlap=_AMD_NO_DP_OVERLAP, param_gather_overlap=_AMD_NO_DP_OVERLAP,
+                       fp8_params=f"{_AMD_MLPERF_CFG}/config_MI355X_1x8x1_8b.sh FP8_PARAMS=1 and train.py fp8_param_gather=True, "
+                                  "fp8='hybrid': weights kept in FP8 (plan/memory.py)",
+                       grad_bytes=f"{_AMD_MLPERF_CFG}/src/train.py grad_reduce_in_fp32=False: gradients reduced in BF16",
+                       tp_overlap=f"{_AMD_MLPERF_CFG}/config_MI355X_1x8x1_8b.sh TP_COMM_OVERLAP=False (and TP=1)")
 # MindSpeed-LLM's MC2 linears (modellink/core/tensor_parallel/ascend_turbo/mc2_linears_seq_parallel.py@75f2e902022c),
 # per collective in the userbuffers vocabulary above: forward, ColumnSeqParallelLinear runs torch_npu's
 # npu_all_gather_base_mm, which streams the gathered rows chunk by chunk into the matmul ("融合算子内部实现通信和
@@ -197,6 +235,10 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               "NCCL held to >= 16 CTAs, per-GEMM userbuffers TP overlap",
               dict(_MCORE, fp8_params=True, dp_comm_ctas=16, grad_bytes=2, pp_p2p_overlap=True, tp_overlap=userbuffers_hidden_fraction(MLPERF_USERBUFFERS)),
               _MLPERF_SRC),
+    Framework("nemo-mlperf-rocm", "AMD's MLPerf Training NeMo 2.5 on ROCm (Megatron-Core, ROCm Transformer Engine): "
+              "FP8 parameters, distributed optimizer without overlapped DP collectives, no TP overlap",
+              dict(_MCORE, fp8_params=True, grad_bytes=2, tp_overlap=0.0, dp_overlap=False, param_gather_overlap=False),
+              _AMD_MLPERF_SRC),
     Framework("mindspeed", "MindSpeed-LLM (Huawei Ascend, torch_npu): Megatron-Core models, MC2 fused TP "
               "communication, distributed optimizer",
               dict(_MCORE, tp_overlap=userbuffers_hidden_fraction(MINDSPEED_MC2), pp_p2p_overlap=True),
@@ -228,6 +270,16 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
                "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE, "pp_scatter_gather": _DS_P2P,
                "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
                "layer_microbatch_overhead_s": _DS_LAYER_OVERHEAD, "grad_bytes": _DS_COMM_DTYPE},
+              pipeline_switches=_DS_PIPE_SWITCHES),
+    Framework("megatron-deepspeed-habana", "Habana's Megatron-DeepSpeed fork on Gaudi (MLPerf GPT-3): the "
+              "DeepSpeed pipeline engine as above, with fused SDPA attention, run as HPU lazy-mode graphs",
+              dict(attention="flash", tp_overlap=HPU_ASYNC_TP_HIDDEN, dp_overlap=False, param_gather_overlap=False,
+                   pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True, bf16_optimizer=True,
+                   layer_microbatch_overhead_s=0.0),
+              {"attention": _HPU_SDPA, "tp_overlap": _HPU_ASYNC_TP,
+               "dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE,
+               "pp_scatter_gather": _DS_P2P, "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
+               "layer_microbatch_overhead_s": _HPU_NO_LAYER_OVERHEAD, "grad_bytes": _DS_COMM_DTYPE},
               pipeline_switches=_DS_PIPE_SWITCHES),
     Framework("deepspeed", "DeepSpeed ZeRO (engine without pipeline): reduce at the boundary (ZeRO-1), every "
               "micro-batch with overlap_comm (ZeRO-2), per-submodule fetch (ZeRO-3)",
@@ -319,7 +371,7 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
     if "ncclx" in fw:  # Meta's NCCL fork, named by the Llama 3 report (s.3.3.3)
         return "llama3"
     if "mlperf" in fw and any(k in fw for k in ("nemo", "core")):
-        return "nemo-mlperf"
+        return "nemo-mlperf-rocm" if "rocm" in fw else "nemo-mlperf"
     if "mindspeed" in fw:
         return "mindspeed"
     if any(k in fw for k in ("maxtext", "paxml", "praxis", "jax", "t5x")):
@@ -329,7 +381,7 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
     if any(k in fw for k in ("core", "nemo", "bridge", "mcore")):
         return "megatron-core"
     if any(k in fw for k in ("megatron-deepspeed", "megatron deepspeed", "megatron-ds")):
-        return "megatron-deepspeed"
+        return "megatron-deepspeed-habana" if "habana" in fw or "gaudi" in fw else "megatron-deepspeed"
     # both named as one stack ("DeepSpeed + Megatron-LM", "Megatron and DeepSpeed", MT-NLG's "Using
     # DeepSpeed and Megatron"), or DeepSpeed's pipeline engine named -- not "Megatron-LM / DeepSpeed"
     # (SC'21's table of alternatives)

@@ -37,7 +37,8 @@ from wanka.workload.spec import parse_model_spec
 
 # accelerator text -> catalog name, most specific first
 GPU_NAMES = [("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"), ("h800", "h800"), ("h20", "h20"),
-             ("mi300x", "mi300x"), ("a100 40gb", "a100-40gb"), ("a100-40gb", "a100-40gb"),
+             ("mi300x", "mi300x"), ("mi325x", "mi325x"), ("mi350x", "mi350x"), ("mi355x", "mi355x"),
+             ("gaudi2", "gaudi2"), ("gaudi 2", "gaudi2"), ("gaudi3", "gaudi3"), ("gaudi 3", "gaudi3"), ("a100 40gb", "a100-40gb"), ("a100-40gb", "a100-40gb"),
              ("a100-sxm4-40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100-sxm"),
              ("910c", "ascend-910c"), ("910b", "ascend-910b")]
 
@@ -256,10 +257,10 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     kw = {}
     if old:  # no FlashAttention and no TP overlap in Megatron-LM up to 2022
         kw.update(attention="unfused", tp_overlap=0.0)
+    elif (p.get("comm_overlap") or "").lower().startswith("none"):  # off ('none (TP_COMM_OVERLAP=False)' names the flag)
+        kw["tp_overlap"] = 0.0
     elif any(k in overlap for k in ("tp-comm-overlap", "tp_comm_overlap", "tp comm overlap")) and opts.tp_overlap == 0:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
-    elif (p.get("comm_overlap") or "").lower().startswith("none"):  # the run's script turns its overlap off
-        kw["tp_overlap"] = 0.0
     if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
         kw["attention"] = "flash"
     if p2p := re.search(r"overlap_p2p_comm(?:\s*[:=]\s*(true|false))?", overlap):  # stated by the run's config
