@@ -50,7 +50,12 @@ def test_megatron_core_h100_weak_scaling_rows():
     for c in checks:
         print(f"{c.id:26s} {c.basis} {c.error:+.3f}  ({'; '.join(c.assumed)})")
     assert len(checks) == 9 and all(c.basis == "MFU" for c in checks)
-    assert statistics.median(abs(c.error) for c in checks) <= 0.15
+    assert statistics.median(abs(c.error) for c in checks) <= 0.125
+    # pp > 1: the interleaved schedule the README's "pipeline-parallel communication (enabled by
+    # default)" implies at core_r0.8.0 (published_runs/calibration.md), one layer per virtual stage
+    piped = [c for c in checks if ",pp=1," not in c.layout]
+    assert len(piped) == 5 and all(",vpp=1," not in c.layout for c in piped)
+    assert all(abs(c.error) <= 0.13 for c in piped)
 
 
 def test_llama3_405b_long_context_cp16_mfu_in_metas_count():

@@ -24,23 +24,53 @@ def test_one_chunk_is_the_one_window_form():
 
 def test_chunks_spread_the_reduction_over_the_cooldown():
     # vpp 4, pp 4: chunks end 4 chunk-backwards (of 0.25 s) apart; each chunk's reduce-scatter
-    # (3/4 s) starts with its last backward, behind the previous chunk's on the one DP stream
+    # (3/4 s) is launched as its last backward ends (delay/align_grad_reduce), behind the previous
+    # chunk's on the one DP stream; chunk 0 ends last, so its reduction is exposed at least
     exposed = chunk_grad_exposed_s(3.0, 4, 4, 1.0)
-    ends = [-(4 - 1 - d) * 4 * 0.25 for d in range(4)]
     finish = float("-inf")
-    for e in ends:
-        finish = max(finish, e - 0.25) + 0.75
+    for chunk in (3, 2, 1, 0):
+        finish = max(finish, -chunk * 4 * 0.25) + 0.75
     assert exposed == pytest.approx(max(0.0, finish))
     assert exposed < 3.0 - 1.0  # less than the one-window form
-    # a reduction short enough to fit between chunk ends leaves only the last chunk's tail
-    assert chunk_grad_exposed_s(0.8, 4, 4, 1.0) == 0.0  # 0.2 s each, inside the last chunk's 0.25 s
-    assert chunk_grad_exposed_s(2.0, 4, 4, 1.0) == pytest.approx(0.5 - 0.25)
+    assert chunk_grad_exposed_s(0.8, 4, 4, 1.0) == pytest.approx(0.2)  # chunk 0's share, after the backward
+    # a reduction longer than the gaps between chunk ends queues: 0.5 s each, 1 s apart -> chunk 0's 0.5
+    assert chunk_grad_exposed_s(2.0, 4, 4, 1.0) == pytest.approx(0.5)
+    assert chunk_grad_exposed_s(8.0, 4, 4, 1.0) == pytest.approx(8.0 - 3 * 1.0)  # the queue never drains
 
 
 def test_param_gather_per_chunk():
     # chunk 0's quarter (0.5 s) against its first forward (0.125 s): 0.375 late, later chunks fit
     assert chunk_param_exposed_s(2.0, 4, 4, 0.5) == pytest.approx(0.375)
     assert chunk_param_exposed_s(0.4, 4, 4, 0.5) == 0.0
+    assert chunk_param_exposed_s(2.0, 4, 4, 0.5, aligned=True) == pytest.approx(0.375)
+
+
+def test_r08_param_gather_chains_buckets_inside_each_chunk():
+    # core_r0.8.0 (no --delay-param-gather): one bucket in flight, the next dispatched when the forward
+    # reaches the previous one. 4 chunks of 4 buckets (0.1 s each) under 0.05 s of forward per bucket:
+    # chunk 0 waits for 0.1 + 3 x 0.05, each later chunk's first bucket came during chunk c-1's forwards
+    per_chunk_fwd, vpp, pp = 4 * 0.05, 4, 4
+    got = chunk_param_exposed_s(1.6, vpp, pp, vpp * per_chunk_fwd, bucket_s=0.1)
+    assert got == pytest.approx((0.1 + 3 * 0.05) + 3 * (3 * 0.05))
+    # vpp 1 is the one-window bucket chain of dp_schedule
+    from wanka.plan.dp_schedule import bucketed_exposed_s
+    assert chunk_param_exposed_s(0.4, 1, 4, 0.2, bucket_s=0.1) == pytest.approx(bucketed_exposed_s(0.4, 0.1, 0.2))
+    # core_r0.9+ (--align-param-gather): chunk k+1 launched whole at chunk k's first forward, hidden here
+    assert chunk_param_exposed_s(1.6, vpp, pp, vpp * per_chunk_fwd, bucket_s=0.1, aligned=True) < got
+
+
+def test_megatron_profiles_sync_per_chunk_and_r08_rows_chain_the_gather():
+    from wanka.plan.published import framework_options, load_rows, row_layout
+
+    for name in ("megatron-core", "nemo", "megatron-lm"):
+        o = PROFILES[name].options()
+        assert (o.dp_sync_per_chunk, o.align_param_gather) == (True, True)
+    assert PROFILES["nemo-mlperf"].options().dp_sync_per_chunk is False
+    row = next(r for r in load_rows("calibration") if r["id"] == "mcore_h100_weak_70B")
+    assert "r0.8.0" in row["parallelism"]["framework"]
+    assert framework_options(row, row_layout(row)[0]).align_param_gather is False
+    newer = dict(row, parallelism=dict(row["parallelism"], framework="Megatron-Core r0.10.0"))
+    assert framework_options(newer, row_layout(newer)[0]).align_param_gather is True
 
 
 def test_p2p_overlap_exposes_only_what_outlasts_a_chunk():
@@ -112,3 +142,5 @@ def test_switches_are_validated():
         Options(pp_p2p_overlap=1)
     with pytest.raises(SpecError, match="options.dp_sync_per_chunk"):
         Options(dp_sync_per_chunk="yes")
+    with pytest.raises(SpecError, match="options.align_param_gather"):
+        Options(align_param_gather=1)

@@ -63,7 +63,8 @@ def _exposed_parts(dp, lay, fwd_s: float, bwd_s: float, opts) -> tuple[float, fl
     param_overlap = opts.dp_overlap if opts.param_gather_overlap is None else opts.param_gather_overlap
     per_chunk = opts.dp_sync_per_chunk and lay.vpp > 1 and lay.pp > 1 and dp.microbatch_rs_s == 0
     if per_chunk:  # interleaved schedule: one window per model chunk (wanka.plan.interleaved)
-        param = chunk_param_exposed_s(dp.param_s, lay.vpp, lay.pp, fwd_s) if param_overlap else dp.param_s
+        param = chunk_param_exposed_s(dp.param_s, lay.vpp, lay.pp, fwd_s, dp.param_bucket_s,
+                                      opts.align_param_gather) if param_overlap else dp.param_s
         grad = chunk_grad_exposed_s(dp.grad_s, lay.vpp, lay.pp, bwd_s) if opts.dp_overlap else dp.grad_s
         return grad, param
     param = bucketed_exposed_s(dp.param_s, dp.param_bucket_s, fwd_s) if param_overlap else dp.param_s

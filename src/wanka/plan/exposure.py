@@ -126,6 +126,10 @@ class Options:
     # last backward ends, the all-gather of each chunk is due by its first forward (Megatron-Core
     # grad_sync_func / param_sync_func per chunk, wanka.plan.dp_schedule); False: one window per step
     dp_sync_per_chunk: bool = False
+    # with dp_sync_per_chunk: chunk k+1's parameter all-gather launched as chunk k's first forward
+    # starts (Megatron-LM core_r0.9+ --align-param-gather, its default) instead of r0.8's forward
+    # pre-hook chain, one bucket in flight (wanka.plan.interleaved.chunk_param_exposed_s)
+    align_param_gather: bool = False
     # DeepSpeed's BF16_Optimizer (wanka.plan.bf16_optimizer; bf16 runs at ZeRO stage 0/1 only): every
     # micro-batch's bf16 gradients added into a full fp32 buffer, that buffer all-reduced in fp32
     bf16_optimizer: bool = False

@@ -131,11 +131,24 @@ class Framework:
         return dataclasses.replace(base or Options(), **kw)
 
 
-_MCORE = dict(tp_overlap=0.5, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2)
+# the interleaved schedule's DP sync per model chunk (plan/interleaved.py), read in Megatron-LM
+# megatron/training/training.py + core/pipeline_parallel/schedules.py at core_r0.8.0 (baf94af3c6) and core_r0.10.0
+_DP_PER_CHUNK = ("Megatron-LM training.py: with --overlap-grad-reduce and --delay-grad-reduce (r0.8; --align-grad-reduce "
+                 "from r0.9, both on by default) config.grad_sync_func[chunk] = start_grad_sync; schedules.py "
+                 "backward_step_helper launches each chunk's reduction after its last backward, at the same time "
+                 "across the pipeline group, so chunk c's runs under the c * pp chunk-backwards left")
+_ALIGN_AG = ("Megatron-LM core_r0.10.0 training.py: --align-param-gather (on by default, --no-align-param-gather) sets "
+             "config.param_sync_func[chunk] = start_param_sync, launched for chunk k+1 when chunk k starts its first "
+             "forward; at core_r0.8.0 (--delay-param-gather, off by default) the forward pre-hooks chain the buckets "
+             "one at a time (optimizer/distrib_optimizer.py zero_grad/_finish_param_sync_helper): validate reads "
+             "'r0.8' and earlier from a row's framework text")
+_MCORE = dict(tp_overlap=0.5, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2, dp_sync_per_chunk=True,
+              align_param_gather=True)
 _MCORE_SRC = {"tp_overlap": _TE_TP_OVERLAP, "grad_sync": _MCORE_DDP, "dp_overlap": _MCORE_DDP,
               "moe_dispatch_bytes": "Megatron-Core transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: "
                                     "the all-to-all moves the permuted hidden states in their dtype (BF16; FP8 "
-                                    "casts happen inside Transformer Engine's GEMMs), also in FP8 runs"}
+                                    "casts happen inside Transformer Engine's GEMMs), also in FP8 runs",
+              "dp_sync_per_chunk": _DP_PER_CHUNK, "align_param_gather": _ALIGN_AG}
 _MLPERF_CFG = ("mlcommons/training_results_v5.1 NVIDIA/benchmarks/llama31_8b/implementations/nemo/config_common.sh and "
                "llama31_405b/implementations/theia_ngpu512_ngc25.09_nemo/config_common.sh")
 # Transformer Engine userbuffers, per GEMM, in NVIDIA's MLPerf GPT-3 submission
@@ -160,6 +173,8 @@ def userbuffers_hidden_fraction(methods: dict[str, tuple[str, int]]) -> float:
 
 
 _MLPERF_SRC = dict(_MCORE_SRC,
+                   dp_sync_per_chunk="off: taken on, the submissions' few-micro-batch steps run too fast (GPT-3 m = 6: "
+                                     "+1% -> +22%); what slows them is not modelled (docs/plan.md 'Interleaved schedule')",
                    fp8_params=f"FP8_PARAM_GATHER=True ({_MLPERF_CFG}; GPT-3 and Llama 3.1 405B configs: FP8_PARAMS, "
                               "published_runs/mlperf.md): NeMo's fp8_params, weights kept in FP8 (plan/memory.py)",
                    tp_overlap="Transformer Engine userbuffers as the submission configures them per GEMM (MLPERF_USERBUFFERS, "
@@ -233,7 +248,8 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
     Framework("nemo", "NeMo 2 / Megatron-Bridge recipes: Megatron-Core underneath", _MCORE, _MCORE_SRC),
     Framework("nemo-mlperf", "NVIDIA's MLPerf Training NeMo implementation: Megatron-Core with FP8 parameters and "
               "NCCL held to >= 16 CTAs, per-GEMM userbuffers TP overlap",
-              dict(_MCORE, fp8_params=True, dp_comm_ctas=16, grad_bytes=2, pp_p2p_overlap=True, tp_overlap=userbuffers_hidden_fraction(MLPERF_USERBUFFERS)),
+              dict(_MCORE, fp8_params=True, dp_comm_ctas=16, grad_bytes=2, pp_p2p_overlap=True,
+                   tp_overlap=userbuffers_hidden_fraction(MLPERF_USERBUFFERS), dp_sync_per_chunk=False),
               _MLPERF_SRC),
     Framework("nemo-mlperf-rocm", "AMD's MLPerf Training NeMo 2.5 on ROCm (Megatron-Core, ROCm Transformer Engine): "
               "FP8 parameters, distributed optimizer without overlapped DP collectives, no TP overlap",
@@ -244,10 +260,11 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               dict(_MCORE, tp_overlap=userbuffers_hidden_fraction(MINDSPEED_MC2), pp_p2p_overlap=True),
               dict(_MCORE_SRC, tp_overlap=_MC2, pp_p2p_overlap=_MINDSPEED_P2P)),
     Framework("megatron-lm", "Megatron-LM (2023-, on Megatron-Core) without NeMo's recipe defaults: TP overlap "
-              "only when asked for", dict(tp_overlap=0.0, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2, pp_p2p_overlap=True),
+              "only when asked for", dict(tp_overlap=0.0, grad_sync="per_step", dp_overlap=True, moe_dispatch_bytes=2, pp_p2p_overlap=True,
+                   dp_sync_per_chunk=True, align_param_gather=True),
               {"tp_overlap": "--tp-comm-overlap is opt-in in Megatron-LM (arguments.py)", "grad_sync": _MCORE_DDP,
                "dp_overlap": _MCORE_DDP, "moe_dispatch_bytes": _MCORE_SRC["moe_dispatch_bytes"],
-               "pp_p2p_overlap": _MLM_P2P}),
+               "pp_p2p_overlap": _MLM_P2P, "dp_sync_per_chunk": _DP_PER_CHUNK, "align_param_gather": _ALIGN_AG}),
     Framework("megatron-lm-2021", "Megatron-LM as in SC'21/MLSys'23 (2021-2022): unfused attention, no TP overlap",
               dict(attention="unfused", tp_overlap=0.0, grad_sync="per_step", dp_overlap=True),
               {"attention": _OLD_ATTN, "tp_overlap": _NO_TP_OVERLAP,

@@ -67,6 +67,7 @@ RULES = {
     "pp_p2p_overlap": _FLAG,
     "dp_bucket_params": ((lambda v: v is None or (_number(v) and v >= 1)), "parameters per DP bucket (>= 1) or None"),
     "dp_sync_per_chunk": _FLAG,
+    "align_param_gather": _FLAG,
     "bf16_optimizer": _FLAG,
     "layer_microbatch_overhead_s": ((lambda v: _number(v) and 0.0 <= v < 1.0), "seconds per layer per micro-batch, in [0, 1)"),
     "cp_rotate": _choice("ring", "allgather", "allgather-exposed"),

@@ -265,6 +265,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["attention"] = "flash"
     if p2p := re.search(r"overlap_p2p_comm(?:\s*[:=]\s*(true|false))?", overlap):  # stated by the run's config
         kw["pp_p2p_overlap"] = p2p.group(1) != "false"  # Megatron-Core's overlap_p2p_comm (plan/interleaved.py)
+    if (v := re.search(r"core[ _-]?r?0\.(\d+)", fw)) and int(v.group(1)) <= 8:  # before --align-param-gather:
+        kw["align_param_gather"] = False  # r0.8's pre-hook chain (frameworks._ALIGN_AG)
     local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
     if local_ddp and (a.get("total_params_B") or 0) > 18.5:  # SC'21 ran Megatron's non-overlapped 'local' DDP
         kw["dp_overlap"] = False
