@@ -3,7 +3,9 @@ prices, and the planner's error against each (`wanka plan validate`, docs/plan.m
 
 A row carries `architecture`, `hardware`, `parallelism` and `result` (null = unknown). Only what a
 row states is used; where a field the planner needs is missing, a stated default is taken and the
-row's `assumed` list says so. Framework facts that change mechanisms (framework_options):
+row's `assumed` list says so; free text ("FULL_SHARD", "no recompute", "A100-SXM4-40GB") is read by
+plan/row_text.py, measured MFU/HFU brought to the planner's FLOP count and peak by plan/row_measured.py.
+Framework facts that change mechanisms (framework_options):
   * Megatron-LM up to 2022 had no FlashAttention (published 2022, in Megatron from 2023) and no TP
     communication overlap; SC'21 ran Megatron's non-overlapped 'local' DDP above 18B.
   * Megatron-Core / NeMo / Megatron-Bridge with --tp-comm-overlap: half the TP traffic hidden (an
@@ -32,15 +34,12 @@ from wanka.cluster.spec import parse_cluster_spec
 from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan.exposure import Options
+from wanka.plan.row_measured import (counting_text, flops_convention, measured_mfu, measured_tokens_per_gpu,
+                                     runlevel_tokens_per_gpu, to_planner_flops)
+from wanka.plan.row_text import (catalog_part, count, flag, mentions, offloaded, precision_of, recompute_of, text_of,
+                                 row_year, tp_overlap_named, unstated_zero, words, zero_stage)
 from wanka.workload.activations import RECOMPUTE_MODULES
 from wanka.workload.spec import parse_model_spec
-
-# accelerator text -> catalog name, most specific first
-GPU_NAMES = [("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"), ("h800", "h800"), ("h20", "h20"),
-             ("mi300x", "mi300x"), ("a100 40gb", "a100-40gb"), ("a100-40gb", "a100-40gb"),
-             ("a100-sxm4-40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100-sxm"),
-             ("910c", "ascend-910c"), ("910b", "ascend-910b")]
-
 
 BUILT_IN = Path(__file__).parent / "published_runs"  # name.json: runs shipped with wanka (name.md: sources)
 
@@ -78,11 +77,8 @@ def _sec(row: dict, key: str) -> dict:
 
 
 def catalog_gpu(text: str) -> str:
-    low = (text or "").lower()
-    for key, name in GPU_NAMES:
-        if key in low:
-            return name
-    raise SpecError("hardware.gpu", "an accelerator in the hardware catalog (wanka cluster list)", text)
+    """The catalogue name of an accelerator text (plan/row_text.catalog_part)."""
+    return catalog_part(text)
 
 
 def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
@@ -93,16 +89,18 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     # a part the catalog lacks, stated by the row itself (`hardware.part`: an inline GPU with its
     # sources, e.g. torchtitan's 500 W HBM2e H100s); its name keeps the catalog family prefix
     part = hw.get("part") if isinstance(hw.get("part"), dict) else None
-    gpu = part["name"] if part else catalog_gpu(hw.get("gpu"))
-    gpus = hw.get("gpu_count")
+    gpu = part["name"] if part else catalog_part(hw.get("gpu"), hw.get("hbm_gb"), assumed)
+    gpus = row_gpus(row, assumed)
     per_node = 4 if gpu == "gb200" else 8  # a GB200 compute tray holds 4 GPUs (NVL72: 18 trays)
-    domain = hw.get("nvlink_domain_size") or 8
+    domain = count(hw, "nvlink_domain_size", "hardware") or 8
     if isinstance(gpus, int) and gpus > 0 and gpus % domain:
         fit = max((d for d in range(per_node, domain + 1, per_node) if gpus % d == 0), default=per_node)
         if assumed is not None:
             assumed.append(f"NVLink domain {fit} of {domain} (the domain does not divide {gpus} GPUs)")
         domain = fit
     bw = hw.get("inter_node_bw_per_gpu_Gbps")
+    if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float)) or bw <= 0):
+        raise SpecError("hardware.inter_node_bw_per_gpu_Gbps", "a positive number (Gb/s per GPU)", bw)
     if bw is None and assumed is not None:
         assumed.append("400 Gb/s per GPU scale-out")
     spec = {"name": str(row.get("id", "run")), "gpu": part or gpu, "gpus": gpus, "gpus_per_node": min(per_node, domain),
@@ -110,8 +108,28 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     return Cluster(parse_cluster_spec(spec, str(row.get("id"))))
 
 
+def row_gpus(row: dict, assumed: list[str] | None = None) -> int:
+    """hardware.gpu_count, else tp x pp x cp x dp when the row states all four (assumed)."""
+    hw, p = _sec(row, "hardware"), _sec(row, "parallelism")
+    gpus = count(hw, "gpu_count", "hardware")
+    if gpus is None:
+        degrees = [count(p, k, "parallelism") for k in ("tp", "pp", "dp")] + [count(p, "cp", "parallelism") or 1]
+        if None in degrees:
+            raise SpecError("hardware.gpu_count", "the run's GPU count (or tp, pp and dp to derive it)", None)
+        gpus = math.prod(degrees)
+        if assumed is not None:
+            assumed.append("gpu_count = tp pp cp dp")
+    return gpus
+
+
+def row_seq_len(row: dict) -> int | None:
+    """architecture.seq_len, else parallelism.seq_len (some rows keep it with the batch)."""
+    return count(_sec(row, "architecture"), "seq_len", "architecture") or count(_sec(row, "parallelism"), "seq_len",
+                                                                               "parallelism")
+
+
 def _activation(text: str | None) -> str:
-    t = (text or "gelu").lower()
+    t = text_of(text) or "gelu"
     return "swiglu" if any(k in t for k in ("swiglu", "silu", "geglu")) else "gelu"  # squared-ReLU: 2 matrices
 
 
@@ -121,13 +139,13 @@ def row_model(row: dict):
     spec = {"name": str(row.get("id", "run")), "layers": a.get("layers"), "hidden": a.get("hidden_size"),
             "heads": a.get("attention_heads"), "kv_heads": a.get("kv_heads") or a.get("attention_heads"),
             "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (a.get("hidden_size") or 0),
-            "vocab": a.get("vocab_size"), "seq_len": a.get("seq_len"), "activation": act,
+            "vocab": a.get("vocab_size"), "seq_len": row_seq_len(row), "activation": act,
             "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window")}
     if a.get("num_experts"):
         spec["moe"] = {"experts": a["num_experts"], "top_k": a.get("top_k") or 1,
                        "ffn_hidden": a.get("moe_ffn_hidden_size") or spec["ffn_hidden"],
                        "shared_experts": a.get("shared_experts") or 0, "dense_layers": a.get("num_dense_layers") or 0}
-    if "mla" in str(a.get("attention_type") or "").lower():
+    if "mla" in text_of(a.get("attention_type")):
         spec["mla"] = _mla_from_preset(a)
     return parse_model_spec({k: v for k, v in spec.items() if v is not None}, str(row.get("id")))
 
@@ -143,58 +161,39 @@ def _mla_from_preset(a: dict) -> dict:
                     a.get("attention_type"))
 
 
-def _recompute(text: str | None) -> str:
-    t = (text or "").lower()
-    if "selective" in t:
-        return "selective"
-    if t.startswith("full") or "uniform" in t or ("checkpoint" in t and not t.startswith(("no", "none"))):
-        return "full"  # Megatron --checkpoint-activations / --recompute-granularity full
-    return "none"
-
-
-def zero_stage(text: str | None) -> int:
-    """ZeRO stage from free text: 'ZeRO-3', 'ZeRO stage 1', 'FSDP (full shard)', 'HSDP',
-    'distributed optimizer' (= ZeRO-1, Megatron), 'FSDP SHARD_GRAD_OP' / 'ZeRO-2'."""
-    t = (text or "").lower()
-    m = re.search(r"zero[\s_-]*(?:stage[\s_-]*)?([0-3])", t)
-    if m:
-        return int(m.group(1))
-    if "shard_grad_op" in t or "reshard_after_forward=false" in t:
-        return 2
-    if "fsdp" in t or "hsdp" in t or "full shard" in t or "hybrid_shard" in t:
-        return 3
-    if "distributed optimizer" in t or "optimizer sharding" in t:
-        return 1
-    return 0
-
-
-def _precision(text: str | None) -> str:
-    t = (text or "").lower()
-    return "fp8" if "fp8" in t else ("fp16" if "fp16" in t else "bf16")
-
-
-def _year(p: dict) -> int | None:
-    y = re.search(r"(20\d\d)", p.get("framework") or "")
-    return int(y.group(1)) if y else None
-
-
 def row_layout(row: dict) -> tuple[Layout, list[str]]:
     """The row's layout and the defaults it needed (mbs, dp, sequence parallelism)."""
     p, a, hw = _sec(row, "parallelism"), _sec(row, "architecture"), _sec(row, "hardware")
     assumed = []
-    if p.get("tp") is None or p.get("pp") is None:
+    degrees = {k: count(p, k, "parallelism") for k in ("tp", "pp", "cp", "dp")}
+    gpus = count(hw, "gpu_count", "hardware")
+    missing = [k for k in ("tp", "pp") if degrees[k] is None]
+    if len(missing) == 1 and gpus and degrees["dp"]:  # the one degree the GPU count leaves
+        k = missing[0]
+        rest = math.prod(v or 1 for n, v in degrees.items() if n != k)
+        if gpus % rest:
+            raise SpecError(f"parallelism.{k}", f"a degree dividing {gpus} GPUs by the others ({rest})", None)
+        degrees[k] = gpus // rest
+        assumed.append(f"{k} = GPUs / (the other degrees)")
+    elif missing:
         raise SpecError("parallelism", "tp and pp of the run", f"tp={p.get('tp')}, pp={p.get('pp')}")
-    tp, pp, cp = p["tp"], p["pp"], p.get("cp") or 1
-    dp = p.get("dp") or (hw.get("gpu_count") or 0) // (tp * pp * cp)
-    if not p.get("dp"):
+    tp, pp, cp = degrees["tp"], degrees["pp"], degrees["cp"] or 1
+    dp = degrees["dp"] or (gpus or 0) // (tp * pp * cp)
+    if not degrees["dp"]:
         assumed.append("dp = GPUs / (tp pp cp)")
-    mbs = p.get("micro_batch_size")
+    if gpus and tp * pp * cp * dp != gpus:
+        raise SpecError("parallelism.dp", f"tp x pp x cp x dp = the GPU count {gpus}", f"{tp}x{pp}x{cp}x{dp}")
+    mbs = count(p, "micro_batch_size", "parallelism")
     if mbs is None:
         mbs = 1
         assumed.append("mbs 1")
-    gbs = p.get("global_batch_size_seqs")
-    if gbs is None and p.get("global_batch_tokens") and a.get("seq_len"):
-        gbs = p["global_batch_tokens"] // a["seq_len"]
+    gbs, seq = count(p, "global_batch_size_seqs", "parallelism"), row_seq_len(row)
+    tokens, accum = count(p, "global_batch_tokens", "parallelism"), count(p, "grad_accum_steps", "parallelism")
+    if gbs is None and tokens and seq:
+        gbs = tokens // seq
+    if gbs is None and accum:
+        gbs = dp * mbs * accum
+        assumed.append("gbs = dp x mbs x grad_accum_steps")
     if gbs is None and pp > 1:  # the batch sets the number of micro-batches, hence the bubble
         raise SpecError("parallelism.global_batch_size_seqs", "the run's global batch (with pp > 1 it sets the "
                         "pipeline bubble)", None)
@@ -202,37 +201,46 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
         gbs = dp * mbs
         assumed.append("gbs = dp x mbs")
     mcore = _megatron_core(p)
-    sp = p.get("sequence_parallel")
+    sp = flag(p.get("sequence_parallel"), "parallelism.sequence_parallel")
     if sp is None:  # Megatron-Core recipes turn it on with TP; it did not exist before 2022
         sp = tp > 1 and mcore
-        if tp > 1 and (_year(p) or 2023) >= 2022:
+        if tp > 1 and (row_year(row) or 2023) >= 2022:
             assumed.append(f"sequence parallel {'on' if sp else 'off'}")
     zero_text = p.get("zero_or_fsdp")
+    if offloaded(zero_text):
+        raise SpecError("parallelism.zero_or_fsdp", "no CPU/NVMe offload (offloaded states are not priced)", zero_text)
     zero = zero_stage(zero_text)
-    if zero_text is None and mcore and dp * cp > 1:  # NeMo / Megatron-Bridge default to the distributed optimizer
-        zero = 1
-        assumed.append("distributed optimizer (ZeRO-1)")
-    ep = p.get("ep") or 1
-    etp = p.get("etp") if ep > 1 and p.get("etp") is not None else None
+    if zero_text is None:
+        zero = unstated_zero(p, mcore and dp * cp > 1, assumed)
+    ep = count(p, "ep", "parallelism") or 1
+    etp = count(p, "etp", "parallelism") if ep > 1 else None
     if ep > 1 and etp is None and (dp * cp) % ep and (tp * cp * dp) % ep == 0:
         etp = 1  # an EP group wider than dp*cp must span the TP ranks: experts not TP-split
         assumed.append("etp 1 (ep spans the TP ranks)")
     # "FSDP=128", "shard group 8" -- not "FSDP2" (PyTorch's FSDP version 2): a separator is required
-    shard = re.search(r"(?:fsdp|dp_shard|shard group)(?:\s*[=:]\s*|\s+)(\d+)", (zero_text or "").lower())
+    shard = re.search(r"(?:fsdp|dp_shard|shard group)(?:\s*[=:]\s*|\s+)(\d+)", text_of(zero_text))
     dp_shard = int(shard.group(1)) if zero == 3 and shard and dp % int(shard.group(1)) == 0 else None
     if dp_shard is not None and dp_shard >= dp:
         dp_shard = None
-    lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, dp_shard=dp_shard,
-                 vpp=p.get("virtual_pipeline_chunks_per_rank") or 1,
-                 mbs=mbs, gbs=gbs, zero=zero, recompute=_recompute(p.get("recompute")),
-                 precision=_precision(p.get("precision")), sp=bool(sp))
+    vpp = count(p, "virtual_pipeline_chunks_per_rank", "parallelism")
+    if vpp is None and pp > 1 and mentions(words(p.get("pipeline_schedule")), r"\binterleav"):
+        assumed.append("vpp 1 (an interleaved schedule named without its chunk count)")
+    recompute, stated = recompute_of(p.get("recompute"))
+    if not stated:
+        assumed.append("recompute none (not stated)")
+    precision, stated = precision_of(p.get("precision"))
+    if not stated:
+        assumed.append("BF16 (precision not stated)")
+    lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, dp_shard=dp_shard, vpp=vpp or 1,
+                 mbs=mbs, gbs=gbs, zero=zero, recompute=recompute, precision=precision, sp=bool(sp))
     return lay, assumed
 
 
 def _megatron_core(p: dict) -> bool:
-    """Megatron-Core and the frameworks built on it (NeMo 2.x, Megatron-Bridge)."""
-    fw = (p.get("framework") or "").lower()
-    return any(k in fw for k in ("core", "nemo", "bridge", "mcore"))
+    """Megatron-Core and the frameworks built on it (NeMo 2.x, Megatron-Bridge, MindSpeed, NVIDIA's MLPerf)."""
+    from wanka.plan.frameworks import family_of
+
+    return family_of(p.get("framework")) in ("megatron-core", "nemo-mlperf", "mindspeed")
 
 
 def framework_options(row: dict, lay: Layout | None = None) -> Options:
@@ -243,29 +251,29 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     from wanka.plan.moe_cost import moe_execution_of_row
 
     p, a = _sec(row, "parallelism"), _sec(row, "architecture")
-    fw = (p.get("framework") or "").lower()
-    year = _year(p)
-    old = year is not None and year <= 2022 and "core" not in fw
+    fw = text_of(p.get("framework"))
+    year = row_year(row)
+    old = year is not None and year <= 2022 and not _megatron_core(p)
     family = family_of(p.get("framework"), p.get("zero_or_fsdp"))
     if family == "megatron-lm" and old:
         family = "megatron-lm-2021"  # no FlashAttention, no TP overlap up to 2022
     elif family == "megatron-lm" and before_overlap_grad_reduce(p.get("framework")):
         family = "megatron-lm-2023"  # 'local' DDP: gradients all-reduced after the backward
     opts = framework(family).options(lay) if family else Options()
-    overlap = " ".join(str(p.get(k) or "") for k in ("comm_overlap", "framework")).lower()
+    overlap = " ".join(text_of(p.get(k)) for k in ("comm_overlap", "framework"))
     kw = {}
     if old:  # no FlashAttention and no TP overlap in Megatron-LM up to 2022
         kw.update(attention="unfused", tp_overlap=0.0)
-    elif any(k in overlap for k in ("tp-comm-overlap", "tp_comm_overlap", "tp comm overlap")) and opts.tp_overlap == 0:
+    elif tp_overlap_named(overlap) and opts.tp_overlap == 0:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
-    elif (p.get("comm_overlap") or "").lower().startswith("none"):  # the run's script turns its overlap off
+    elif re.match(r"(?:none|no|off|disabled|false)\b", words(p.get("comm_overlap"))):  # the run's script turns its overlap off
         kw["tp_overlap"] = 0.0
     if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
         kw["attention"] = "flash"
-    local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
+    local_ddp = "'local' ddp above" in text_of(p.get("zero_or_fsdp"))
     if local_ddp and (a.get("total_params_B") or 0) > 18.5:  # SC'21 ran Megatron's non-overlapped 'local' DDP
         kw["dp_overlap"] = False
-    rec = (p.get("recompute") or "").lower()
+    rec = text_of(p.get("recompute"))
     mods = tuple(m for m in RECOMPUTE_MODULES if m in rec)
     if mods:
         kw["recompute_modules"] = mods
@@ -276,23 +284,11 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     kw.update(moe_execution_of_row(p))  # the script's MoE dispatcher and grouped GEMM (plan/moe_cost.py)
     if "eager" in fw and "compile" not in fw:  # no torch.compile: elementwise ops kernel by kernel
         kw["eager"] = True
-    if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
+    if "dualpipe" in text_of(p.get("pipeline_schedule")):
         kw.update(pipeline="dualpipe", comm_sm_fraction=20 / 132)
     if zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw and year is not None and year <= 2021:
         kw.update(dp_overlap=True, algorithm="flat-ring", zero3_unit="weight", zero3_grad_overlap=False)
     return dataclasses.replace(opts, **kw)
-
-
-def measured_tokens_per_gpu(row: dict, lay: Layout | None = None) -> tuple[float | None, str]:
-    r, hw, a = _sec(row, "result"), _sec(row, "hardware"), _sec(row, "architecture")
-    gpus = hw.get("gpu_count")
-    if r.get("tokens_per_sec_per_gpu"):
-        return float(r["tokens_per_sec_per_gpu"]), "tokens_per_sec_per_gpu"
-    if r.get("tokens_per_sec_total") and gpus:
-        return r["tokens_per_sec_total"] / gpus, "tokens_per_sec_total"
-    if r.get("iteration_time_s") and gpus and lay is not None and a.get("seq_len"):
-        return lay.gbs * a["seq_len"] / r["iteration_time_s"] / gpus, "iteration_time_s"
-    return None, "none"
 
 
 @dataclass
@@ -326,8 +322,8 @@ def check_row(row: dict) -> Check:
     from wanka.plan.estimate import estimate
     from wanka.plan.frameworks import family_of
 
-    p = _sec(row, "parallelism")
-    c = Check(id=str(row.get("id", "?")), gpus=_sec(row, "hardware").get("gpu_count"),
+    p, hw = _sec(row, "parallelism"), _sec(row, "hardware")
+    c = Check(id=str(row.get("id", "?")), gpus=hw.get("gpu_count") if isinstance(hw.get("gpu_count"), int) else None,
               family=family_of(p.get("framework"), p.get("zero_or_fsdp")))
     try:
         model, cluster = row_model(row), row_cluster(row, c.assumed)
@@ -335,31 +331,13 @@ def check_row(row: dict) -> Check:
         c.assumed += layout_assumed
         e_opts = framework_options(row, lay)
         e = estimate(model, cluster, lay, options=e_opts)
+        c.layout, c.predicted = str(e.layout), e.tokens_per_s_per_gpu
+        c.mfu_predicted, c.memory_GiB, c.fits = 100 * e.mfu, e.memory_GB_per_gpu, e.fits
+        _compare(row, c, e, model, cluster)
     except (SpecError, ValueError, TypeError, ZeroDivisionError) as exc:
         c.skipped = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return c
-    c.layout, c.predicted = str(e.layout), e.tokens_per_s_per_gpu
-    c.mfu_predicted, c.memory_GiB, c.fits = 100 * e.mfu, e.memory_GB_per_gpu, e.fits
-    r, hw = _sec(row, "result"), _sec(row, "hardware")
-    c.mfu_measured = _measured_mfu(r, hw)
-    runlevel = str(row.get("id", "")).endswith("_runlevel")
-    c.measured, _ = measured_tokens_per_gpu(row, e.layout)
-    if runlevel:
-        c.measured = c.measured or _runlevel_tokens_per_gpu(r)
-        if c.measured:  # a whole run's average: restarts, stragglers and phases included
-            c.basis, c.error = "run-level", c.predicted / c.measured - 1
-            c.assumed.append(f"run-level average: implied goodput {c.measured / c.predicted:.0%} of our steady state")
-        else:
-            c.skipped = "run-level row without training tokens and GPU-hours"
-    elif c.measured:
-        c.error, c.basis = c.predicted / c.measured - 1, "tokens/s"
-    elif c.mfu_measured:
-        c.error, c.basis = c.mfu_predicted / c.mfu_measured - 1, "MFU"
-    elif r.get("hfu_pct"):
-        c.hfu_measured, c.hfu_predicted = r["hfu_pct"], 100 * e.hfu
-        c.error, c.basis = c.hfu_predicted / c.hfu_measured - 1, "HFU"
-    else:
-        c.skipped = "no tokens/s, iteration time, MFU or HFU to compare with"
+    if c.skipped:
         return c
     from wanka.plan.uncertainty import judge
 
@@ -369,22 +347,34 @@ def check_row(row: dict) -> Check:
     return c
 
 
-def _measured_mfu(r: dict, hw: dict) -> float | None:
-    """MFU in % of the BF16 dense peak, as the source counts model FLOPs (none when it counts HFU)."""
-    counting = str(r.get("tflops_counting") or "").lower()
-    mfu = r.get("mfu_pct")
-    if mfu is None and r.get("tflops_per_gpu") and hw.get("peak_dense_tflops_bf16_fp16") \
-            and "hfu" not in counting and "recompute" not in counting:
-        mfu = 100 * r["tflops_per_gpu"] / hw["peak_dense_tflops_bf16_fp16"]
-    if mfu and "fp8 peak" in counting:
-        mfu *= 2  # NVIDIA's FP8 rows count against the FP8 peak (2x BF16 on Hopper/Blackwell)
-    return mfu
-
-
-def _runlevel_tokens_per_gpu(r: dict) -> float | None:
-    if r.get("training_tokens") and r.get("gpu_hours"):
-        return r["training_tokens"] / (r["gpu_hours"] * 3600)
-    return None
+def _compare(row: dict, c: Check, e, model, cluster) -> None:
+    """What `c` compares with: tokens/s per GPU, else MFU, else HFU (both in the planner's FLOP
+    count and peak, plan/row_measured.py), else a whole run's average (an id ending in _runlevel,
+    or a row that gives only training tokens and GPU-hours or days)."""
+    r = _sec(row, "result")
+    convention = flops_convention(counting_text(row, r))
+    if convention != "full":
+        c.assumed.append(f"measured MFU/HFU converted from a {convention} FLOP count to 6N + 12 L h s")
+    mfu, hfu = measured_mfu(row, cluster.gpu.peak("bf16"), c.assumed)
+    c.mfu_measured = mfu and to_planner_flops(mfu, convention, model, model.seq_len)
+    hfu = hfu and to_planner_flops(hfu, convention, model, model.seq_len)
+    c.measured, _ = measured_tokens_per_gpu(row, e.layout)
+    runlevel = str(row.get("id", "")).endswith("_runlevel") or not (c.measured or mfu or hfu)
+    if runlevel and (c.measured or runlevel_tokens_per_gpu(row)):
+        c.measured = c.measured or runlevel_tokens_per_gpu(row)  # restarts, stragglers and phases included
+        c.basis, c.error = "run-level", c.predicted / c.measured - 1
+        c.assumed.append(f"run-level average: implied goodput {c.measured / c.predicted:.0%} of our steady state")
+    elif str(row.get("id", "")).endswith("_runlevel"):
+        c.skipped = "run-level row without result.training_tokens and GPU-hours (or days)"
+    elif c.measured:
+        c.error, c.basis = c.predicted / c.measured - 1, "tokens/s"
+    elif c.mfu_measured:
+        c.error, c.basis = c.mfu_predicted / c.mfu_measured - 1, "MFU"
+    elif hfu:
+        c.hfu_measured, c.hfu_predicted = hfu, 100 * e.hfu
+        c.error, c.basis = c.hfu_predicted / c.hfu_measured - 1, "HFU"
+    else:
+        c.skipped = "no result.tokens_per_sec_per_gpu, iteration_time_s, mfu_pct, hfu_pct or tflops_per_gpu to compare with"
 
 
 def quantile(values: list[float], q: float) -> float:
