@@ -228,3 +228,28 @@ def test_a_stated_peak_of_another_part_is_not_used_and_is_listed():
     c = check_row(row)
     assert c.mfu_measured == pytest.approx(check_row(_mfu_row()).mfu_measured, rel=1e-3)
     assert any(a.startswith("stated peak 312") for a in c.assumed)
+
+
+@pytest.mark.parametrize("text, activation", [
+    ("SwiGLU", "swiglu"), ("gated GELU", "swiglu"), ("ReGLU", "swiglu"), ("SiLU-gated", "swiglu"),
+    ("GELU", "gelu"), ("squared-ReLU", "gelu"), (None, "gelu")])
+def test_gated_units_have_three_matrices(text, activation):
+    from wanka.plan.published import _activation
+
+    assert _activation(text) == activation
+
+
+def test_an_unstated_ffn_width_is_assumed():
+    row = _base()
+    row["architecture"]["ffn_hidden_size"] = None
+    c = check_row(row)
+    assert c.skipped is None and "ffn_hidden_size 4 x hidden (not stated)" in c.assumed
+
+
+@pytest.mark.parametrize("framework, attention", [
+    ("NeMo Megatron (2022)", "unfused"), ("Megatron-LM (2022)", "unfused"), ("PyTorch FSDP, 2022", "unfused"),
+    ("NeMo 24.12", "flash"), ("Megatron-Core r0.8.0", "flash")])
+def test_runs_dated_up_to_2022_had_no_flash_attention(framework, attention):
+    from wanka.plan.published import framework_options
+
+    assert framework_options({"parallelism": {"framework": framework}}).attention == attention

@@ -129,16 +129,19 @@ def row_seq_len(row: dict) -> int | None:
 
 
 def _activation(text: str | None) -> str:
-    t = text_of(text) or "gelu"
-    return "swiglu" if any(k in t for k in ("swiglu", "silu", "geglu")) else "gelu"  # squared-ReLU: 2 matrices
+    t = words(text) or "gelu"  # gated units (SwiGLU, GeGLU, ReGLU, "gated GELU", SiLU/Swish-gated): 3 matrices
+    return "swiglu" if re.search(r"glu\b|gated|silu|swish", t) else "gelu"  # GELU, (squared-)ReLU: 2 matrices
 
 
-def row_model(row: dict):
+def row_model(row: dict, assumed: list[str] | None = None):
     a = _sec(row, "architecture")
     act = _activation(a.get("ffn_activation"))
-    spec = {"name": str(row.get("id", "run")), "layers": a.get("layers"), "hidden": a.get("hidden_size"),
+    hidden = count(a, "hidden_size", "architecture")
+    if a.get("ffn_hidden_size") is None and assumed is not None:
+        assumed.append("ffn_hidden_size 4 x hidden (not stated)")
+    spec = {"name": str(row.get("id", "run")), "layers": a.get("layers"), "hidden": hidden,
             "heads": a.get("attention_heads"), "kv_heads": a.get("kv_heads") or a.get("attention_heads"),
-            "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (a.get("hidden_size") or 0),
+            "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (hidden or 0),
             "vocab": a.get("vocab_size"), "seq_len": row_seq_len(row), "activation": act,
             "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window")}
     if a.get("num_experts"):
@@ -253,7 +256,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     p, a = _sec(row, "parallelism"), _sec(row, "architecture")
     fw = text_of(p.get("framework"))
     year = row_year(row)
-    old = year is not None and year <= 2022 and not _megatron_core(p)
+    # <= 2022: no FlashAttention, no TP overlap -- a Megatron-Core text cannot be that old (Megatron-Core, 2023)
+    old = year is not None and year <= 2022 and not re.search(r"megatron core|\bmcore\b|\bcore r?\d", words(fw))
     family = family_of(p.get("framework"), p.get("zero_or_fsdp"))
     if family == "megatron-lm" and old:
         family = "megatron-lm-2021"  # no FlashAttention, no TP overlap up to 2022
@@ -326,7 +330,7 @@ def check_row(row: dict) -> Check:
     c = Check(id=str(row.get("id", "?")), gpus=hw.get("gpu_count") if isinstance(hw.get("gpu_count"), int) else None,
               family=family_of(p.get("framework"), p.get("zero_or_fsdp")))
     try:
-        model, cluster = row_model(row), row_cluster(row, c.assumed)
+        model, cluster = row_model(row, c.assumed), row_cluster(row, c.assumed)
         lay, layout_assumed = row_layout(row)
         c.assumed += layout_assumed
         e_opts = framework_options(row, lay)
