@@ -253,3 +253,9 @@ def test_runs_dated_up_to_2022_had_no_flash_attention(framework, attention):
     from wanka.plan.published import framework_options
 
     assert framework_options({"parallelism": {"framework": framework}}).attention == attention
+
+
+def test_a_missing_architecture_field_is_named_as_the_row_names_it():
+    row = _base()
+    row["architecture"]["hidden_size"] = None
+    assert check_row(row).skipped.startswith("architecture.hidden_size")

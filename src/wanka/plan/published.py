@@ -37,7 +37,8 @@ from wanka.plan.exposure import Options
 from wanka.plan.row_measured import (counting_text, flops_convention, measured_mfu, measured_tokens_per_gpu,
                                      runlevel_tokens_per_gpu, to_planner_flops)
 from wanka.plan.row_text import (catalog_part, count, flag, mentions, offloaded, precision_of, recompute_of, text_of,
-                                 row_year, tp_overlap_named, unstated_zero, words, zero_stage)
+                                 row_gpus, row_seq_len, row_year, tp_overlap_named, unstated_zero, words,
+                                 zero_stage)
 from wanka.workload.activations import RECOMPUTE_MODULES
 from wanka.workload.spec import parse_model_spec
 
@@ -108,26 +109,6 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     return Cluster(parse_cluster_spec(spec, str(row.get("id"))))
 
 
-def row_gpus(row: dict, assumed: list[str] | None = None) -> int:
-    """hardware.gpu_count, else tp x pp x cp x dp when the row states all four (assumed)."""
-    hw, p = _sec(row, "hardware"), _sec(row, "parallelism")
-    gpus = count(hw, "gpu_count", "hardware")
-    if gpus is None:
-        degrees = [count(p, k, "parallelism") for k in ("tp", "pp", "dp")] + [count(p, "cp", "parallelism") or 1]
-        if None in degrees:
-            raise SpecError("hardware.gpu_count", "the run's GPU count (or tp, pp and dp to derive it)", None)
-        gpus = math.prod(degrees)
-        if assumed is not None:
-            assumed.append("gpu_count = tp pp cp dp")
-    return gpus
-
-
-def row_seq_len(row: dict) -> int | None:
-    """architecture.seq_len, else parallelism.seq_len (some rows keep it with the batch)."""
-    return count(_sec(row, "architecture"), "seq_len", "architecture") or count(_sec(row, "parallelism"), "seq_len",
-                                                                               "parallelism")
-
-
 def _activation(text: str | None) -> str:
     t = words(text) or "gelu"  # gated units (SwiGLU, GeGLU, ReGLU, "gated GELU", SiLU/Swish-gated): 3 matrices
     return "swiglu" if re.search(r"glu\b|gated|silu|swish", t) else "gelu"  # GELU, (squared-)ReLU: 2 matrices
@@ -150,7 +131,16 @@ def row_model(row: dict, assumed: list[str] | None = None):
                        "shared_experts": a.get("shared_experts") or 0, "dense_layers": a.get("num_dense_layers") or 0}
     if "mla" in text_of(a.get("attention_type")):
         spec["mla"] = _mla_from_preset(a)
-    return parse_model_spec({k: v for k, v in spec.items() if v is not None}, str(row.get("id")))
+    try:
+        return parse_model_spec({k: v for k, v in spec.items() if v is not None}, str(row.get("id")))
+    except SpecError as exc:  # name the row's field, not the model spec's
+        head = exc.field.split(".")[0]
+        raise SpecError(f"architecture.{_ROW_FIELD.get(head, head)}", exc.expected, exc.got) from None
+
+
+# model spec field -> the published row's architecture field
+_ROW_FIELD = {"hidden": "hidden_size", "heads": "attention_heads", "vocab": "vocab_size", "ffn_hidden": "ffn_hidden_size",
+              "activation": "ffn_activation", "moe": "num_experts"}
 
 
 def _mla_from_preset(a: dict) -> dict:

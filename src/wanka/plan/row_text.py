@@ -1,4 +1,4 @@
-"""Free text of a published run (`wanka plan validate --runs FILE`) -> the planner's settings.
+"""Free text and missing fields of a published run (`wanka plan validate --runs FILE`) -> the planner's settings.
 
 Rows are written by people: "FULL_SHARD", "ZeRO stage-2", "no activation checkpointing",
 "float16", "A100-SXM4-40GB". Each reader here normalises the text (case, `_`/`-` as spaces),
@@ -10,6 +10,7 @@ has the table of phrasings (tests/plan/test_plan_row_text.py).
 
 from __future__ import annotations
 
+import math
 import re
 
 from wanka.errors import SpecError
@@ -223,3 +224,28 @@ def tp_overlap_named(text: str) -> bool:
     communication overlap', Transformer Engine 'userbuffers' -- not negated ('no TP overlap')."""
     return mentions(words(text), r"\btp (?:comm(?:unication)? )?overlap|tensor parallel(?: comm(?:unication)?)? overlap"
                                  r"|\buserbuffers?\b")
+
+
+def row_gpus(row: dict, assumed: list[str] | None = None) -> int:
+    """hardware.gpu_count, else tp x pp x cp x dp when the row states all four (assumed)."""
+    hw, p = _section(row, "hardware"), _section(row, "parallelism")
+    gpus = count(hw, "gpu_count", "hardware")
+    if gpus is None:
+        degrees = [count(p, k, "parallelism") for k in ("tp", "pp", "dp")] + [count(p, "cp", "parallelism") or 1]
+        if None in degrees:
+            raise SpecError("hardware.gpu_count", "the run's GPU count (or tp, pp and dp to derive it)", None)
+        gpus = math.prod(degrees)
+        if assumed is not None:
+            assumed.append("gpu_count = tp pp cp dp")
+    return gpus
+
+
+def row_seq_len(row: dict) -> int | None:
+    """architecture.seq_len, else parallelism.seq_len (some rows keep it with the batch)."""
+    return count(_section(row, "architecture"), "seq_len", "architecture") or count(
+        _section(row, "parallelism"), "seq_len", "parallelism")
+
+
+def _section(row: dict, key: str) -> dict:
+    v = row.get(key)
+    return v if isinstance(v, dict) else {}
