@@ -133,11 +133,24 @@ def test_one_missing_degree_is_derived_from_the_gpu_count():
     assert lay.pp == pp and any(a.startswith("pp = GPUs") for a in assumed)
 
 
-def test_inconsistent_degrees_skip_naming_dp():
+def test_a_dp_that_does_not_make_the_gpu_count_follows_the_gpu_count():
     row = _base()
-    row["parallelism"]["dp"] *= 2
-    c = check_row(row)
-    assert c.skipped.startswith("parallelism.dp")
+    dp = row["parallelism"]["dp"]
+    row["parallelism"]["dp"] = 2 * dp
+    lay, assumed = row_layout(row)
+    assert lay.dp == dp and any(a.startswith(f"dp = {dp} from the GPU count") for a in assumed)
+    row["parallelism"].update(dp=dp // 2, ep=2)  # expert ranks counted outside dp
+    lay, assumed = row_layout(row)
+    assert lay.dp == dp and lay.ep == 2 and any("outside dp" in a for a in assumed)
+
+
+def test_degrees_that_cannot_make_the_gpu_count_skip_naming_dp():
+    row = _base()
+    row["hardware"]["gpu_count"] += 8  # 1544 = 8 x 193: no dp makes it with tp 8 pp 8
+    with pytest.raises(SpecError, match="parallelism.dp"):
+        row_layout(row)
+    row["hardware"]["gpu_count"] += 1  # not whole nodes: the cluster refuses first, naming the row's field
+    assert check_row(row).skipped.startswith("hardware.gpu_count")
 
 
 @pytest.mark.parametrize("section, key, value", [

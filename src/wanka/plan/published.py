@@ -29,15 +29,14 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wanka.cluster.model import Cluster
-from wanka.cluster.spec import parse_cluster_spec
 from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan.exposure import Options
+from wanka.plan.row_hardware import catalog_gpu, row_cluster  # noqa: F401 (validate and calibrate use both)
 from wanka.plan.row_measured import (counting_text, flops_convention, measured_mfu, measured_tokens_per_gpu,
                                      runlevel_tokens_per_gpu, to_planner_flops)
-from wanka.plan.row_text import (catalog_part, count, flag, mentions, offloaded, precision_of, recompute_of, text_of,
-                                 row_gpus, row_seq_len, row_year, tp_overlap_named, unstated_zero, words,
+from wanka.plan.row_text import (count, flag, mentions, offloaded, precision_of, recompute_of, text_of,
+                                 row_seq_len, row_year, tp_overlap_named, unstated_zero, words,
                                  zero_stage)
 from wanka.workload.activations import RECOMPUTE_MODULES
 from wanka.workload.spec import parse_model_spec
@@ -75,38 +74,6 @@ def load_rows(path: str | Path) -> list[dict]:
 def _sec(row: dict, key: str) -> dict:
     v = row.get(key)
     return v if isinstance(v, dict) else {}
-
-
-def catalog_gpu(text: str) -> str:
-    """The catalogue name of an accelerator text (plan/row_text.catalog_part)."""
-    return catalog_part(text)
-
-
-def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
-    """The run's cluster: its GPUs, NVLink domain and per-GPU scale-out bandwidth on a fat-tree.
-    A domain that does not divide the GPU count (128 GPUs of GB200 NVL72 racks) becomes the largest
-    divisor of the count in whole nodes below it (64: a job takes 16 of a rack's 18 trays)."""
-    hw = _sec(row, "hardware")
-    # a part the catalog lacks, stated by the row itself (`hardware.part`: an inline GPU with its
-    # sources, e.g. torchtitan's 500 W HBM2e H100s); its name keeps the catalog family prefix
-    part = hw.get("part") if isinstance(hw.get("part"), dict) else None
-    gpu = part["name"] if part else catalog_part(hw.get("gpu"), hw.get("hbm_gb"), assumed)
-    gpus = row_gpus(row, assumed)
-    per_node = 4 if gpu == "gb200" else 8  # a GB200 compute tray holds 4 GPUs (NVL72: 18 trays)
-    domain = count(hw, "nvlink_domain_size", "hardware") or 8
-    if isinstance(gpus, int) and gpus > 0 and gpus % domain:
-        fit = max((d for d in range(per_node, domain + 1, per_node) if gpus % d == 0), default=per_node)
-        if assumed is not None:
-            assumed.append(f"NVLink domain {fit} of {domain} (the domain does not divide {gpus} GPUs)")
-        domain = fit
-    bw = hw.get("inter_node_bw_per_gpu_Gbps")
-    if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float)) or bw <= 0):
-        raise SpecError("hardware.inter_node_bw_per_gpu_Gbps", "a positive number (Gb/s per GPU)", bw)
-    if bw is None and assumed is not None:
-        assumed.append("400 Gb/s per GPU scale-out")
-    spec = {"name": str(row.get("id", "run")), "gpu": part or gpu, "gpus": gpus, "gpus_per_node": min(per_node, domain),
-            "scale_up": {"domain": domain}, "scale_out": {"bandwidth_Gbps": bw or 400, "topology": "fat-tree"}}
-    return Cluster(parse_cluster_spec(spec, str(row.get("id"))))
 
 
 def _activation(text: str | None) -> str:
@@ -174,8 +141,16 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
     dp = degrees["dp"] or (gpus or 0) // (tp * pp * cp)
     if not degrees["dp"]:
         assumed.append("dp = GPUs / (tp pp cp)")
-    if gpus and tp * pp * cp * dp != gpus:
-        raise SpecError("parallelism.dp", f"tp x pp x cp x dp = the GPU count {gpus}", f"{tp}x{pp}x{cp}x{dp}")
+    ep_stated = count(p, "ep", "parallelism") or 1
+    if gpus and tp * pp * cp * dp != gpus:  # Megatron's world = tp pp cp dp, experts inside dp
+        if tp * pp * cp * dp * ep_stated == gpus:  # dp counted without the expert ranks (DeepSpeed-MoE style)
+            dp *= ep_stated
+            assumed.append(f"dp = {dp}: the stated dp x ep (the row counts expert ranks outside dp)")
+        elif gpus % (tp * pp * cp) == 0:
+            assumed.append(f"dp = {gpus // (tp * pp * cp)} from the GPU count (the stated dp {dp} does not make {gpus})")
+            dp = gpus // (tp * pp * cp)
+        else:
+            raise SpecError("parallelism.dp", f"tp x pp x cp x dp = the GPU count {gpus}", f"{tp}x{pp}x{cp}x{dp}")
     mbs = count(p, "micro_batch_size", "parallelism")
     if mbs is None:
         mbs = 1
