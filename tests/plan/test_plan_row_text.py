@@ -272,3 +272,17 @@ def test_a_missing_architecture_field_is_named_as_the_row_names_it():
     row = _base()
     row["architecture"]["hidden_size"] = None
     assert check_row(row).skipped.startswith("architecture.hidden_size")
+
+
+def test_a_model_read_at_another_size_than_stated_is_listed():
+    row = _base()
+    row["architecture"]["ffn_hidden_size"] = None
+    assert not any("parameters" in a for a in check_row(row).assumed)  # 4h is this GPT's width
+    row["architecture"]["total_params_B"] *= 2
+    assert any(a.startswith("model as read has") for a in check_row(row).assumed)
+
+
+def test_an_moe_row_without_its_expert_count_is_skipped():
+    row = _base()
+    row["model_kind"] = "MoE"
+    assert check_row(row).skipped.startswith("architecture.num_experts")

@@ -92,6 +92,8 @@ def row_model(row: dict, assumed: list[str] | None = None):
             "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (hidden or 0),
             "vocab": a.get("vocab_size"), "seq_len": row_seq_len(row), "activation": act,
             "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window")}
+    if "moe" in words(row.get("model_kind")) and not a.get("num_experts"):
+        raise SpecError("architecture.num_experts", "the expert count of a run whose model_kind is MoE", None)
     if a.get("num_experts"):
         spec["moe"] = {"experts": a["num_experts"], "top_k": a.get("top_k") or 1,
                        "ffn_hidden": a.get("moe_ffn_hidden_size") or spec["ffn_hidden"],
@@ -296,6 +298,7 @@ def check_row(row: dict) -> Check:
               family=family_of(p.get("framework"), p.get("zero_or_fsdp")))
     try:
         model, cluster = row_model(row, c.assumed), row_cluster(row, c.assumed)
+        _check_size(row, model, c.assumed)
         lay, layout_assumed = row_layout(row)
         c.assumed += layout_assumed
         e_opts = framework_options(row, lay)
@@ -314,6 +317,17 @@ def check_row(row: dict) -> Check:
         c.basis, (c.predicted, c.measured))
     judge(c, model, cluster, e.layout, e_opts, pred, meas)
     return c
+
+
+def _check_size(row: dict, model, assumed: list[str]) -> None:
+    """List it when the model as read is not the size the row states (a field misread or assumed wrong)."""
+    from wanka.workload.params import param_counts
+
+    pc, a = param_counts(model), _sec(row, "architecture")
+    for key, ours in (("total_params_B", pc.total / 1e9), ("active_params_B", pc.active / 1e9)):
+        stated = a.get(key)
+        if isinstance(stated, (int, float)) and stated > 0 and abs(ours / stated - 1) > 0.1:
+            assumed.append(f"model as read has {ours:.1f}B parameters, the row states {key} {stated:g}")
 
 
 def _compare(row: dict, c: Check, e, model, cluster) -> None:
