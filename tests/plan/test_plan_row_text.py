@@ -286,3 +286,12 @@ def test_an_moe_row_without_its_expert_count_is_skipped():
     row = _base()
     row["model_kind"] = "MoE"
     assert check_row(row).skipped.startswith("architecture.num_experts")
+
+
+@pytest.mark.parametrize("counting, peak", [("MFU against the FP8 dense peak", 989.4), ("vs FP8 peak", 2 * 989.4)])
+def test_mfu_against_the_fp8_peak_is_doubled_once(counting, peak):
+    """Against the FP8 peak (2x BF16): doubled -- once, also when the row already states that peak."""
+    bf16 = check_row(_mfu_row(tflops_per_gpu=None))
+    row = _mfu_row(tflops_per_gpu=None, mfu_pct=bf16.mfu_measured / 2, tflops_counting=counting)
+    row["hardware"]["peak_dense_tflops_bf16_fp16"] = peak
+    assert check_row(row).mfu_measured == pytest.approx(bf16.mfu_measured, rel=1e-3)

@@ -75,27 +75,26 @@ def measured_mfu(row: dict, catalogue_peak: float, assumed: list[str]) -> tuple[
     stated_peak = amount(hw, "peak_dense_tflops_bf16_fp16", "hardware")
     tflops = amount(r, "tflops_per_gpu", "result")
     mfu, hfu = amount(r, "mfu_pct", "result"), amount(r, "hfu_pct", "result")
-    if tflops is not None:  # TFLOP/s per GPU: against the catalogue peak directly
-        from_tflops = 100 * tflops / catalogue_peak
-        if counts_recompute(counting):
-            hfu = hfu if hfu is not None else from_tflops
-        elif mfu is None:
-            mfu = from_tflops
-            return _fp8_peak(mfu, counting), hfu
     scale = (stated_peak / catalogue_peak) if stated_peak else 1.0
-    if not any(abs(scale - k) <= 0.15 * k for k in (1.0, 2.0)):  # dense, or the 2:4-sparse figure
+    if not any(abs(scale - k) <= 0.15 * k for k in (1.0, 2.0)):  # dense, or the 2:4-sparse / FP8 figure
         if mfu or hfu:
             assumed.append(f"stated peak {stated_peak:g} is not the part's {catalogue_peak:g} TFLOP/s "
                            "(dense or sparse): MFU/HFU taken against the catalogue's")
         scale = 1.0
     elif stated_peak is None and (mfu or hfu):
         assumed.append("MFU/HFU against the catalogue's BF16 peak (the row states no peak)")
-    mfu = _fp8_peak(mfu * scale, counting) if mfu else None
-    return mfu, (hfu * scale if hfu else None)
-
-
-def _fp8_peak(mfu: float, counting: str) -> float:
-    return mfu * 2 if "fp8 peak" in counting else mfu  # NVIDIA's FP8 rows: against the FP8 peak (2x BF16)
+    # NVIDIA's FP8 rows count MFU against the FP8 peak (2x BF16 on Hopper/Blackwell) -- unless the
+    # stated peak already is that figure
+    if re.search(r"fp8\b(?:\s+\w+){0,2}\s+peak|peak(?:\s+\w+){0,2}\s+fp8\b", counting) and abs(scale - 1) <= 0.15:
+        scale *= 2
+    mfu, hfu = (mfu * scale if mfu else None), (hfu * scale if hfu else None)
+    if tflops is not None:  # achieved TFLOP/s per GPU: against the catalogue peak directly, no peak to convert
+        from_tflops = 100 * tflops / catalogue_peak
+        if counts_recompute(counting):
+            hfu = hfu or from_tflops
+        else:
+            mfu = mfu or from_tflops
+    return mfu, hfu
 
 
 def measured_tokens_per_gpu(row: dict, lay=None) -> tuple[float | None, str]:
