@@ -295,3 +295,11 @@ def test_mfu_against_the_fp8_peak_is_doubled_once(counting, peak):
     row = _mfu_row(tflops_per_gpu=None, mfu_pct=bf16.mfu_measured / 2, tflops_counting=counting)
     row["hardware"]["peak_dense_tflops_bf16_fp16"] = peak
     assert check_row(row).mfu_measured == pytest.approx(bf16.mfu_measured, rel=1e-3)
+
+
+@pytest.mark.parametrize("text, value", [("true", True), ("enabled with TP", True), ("Yes", True), ("off", False),
+                                         ("no", False), (False, False)])
+def test_yes_no_phrasings(text, value):
+    from wanka.plan.row_text import flag
+
+    assert flag(text, "parallelism.sequence_parallel") is value

@@ -188,7 +188,8 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
         etp = 1  # an EP group wider than dp*cp must span the TP ranks: experts not TP-split
         assumed.append("etp 1 (ep spans the TP ranks)")
     # "FSDP=128", "shard group 8" -- not "FSDP2" (PyTorch's FSDP version 2): a separator is required
-    shard = re.search(r"(?:fsdp|dp_shard|shard group)(?:\s*[=:]\s*|\s+)(\d+)", text_of(zero_text))
+    # MaxText's "ici_fsdp_parallelism=8" too
+    shard = re.search(r"(?:fsdp(?:_parallelism)?|dp_shard|shard group)(?:\s*[=:]\s*|\s+)(\d+)", text_of(zero_text))
     dp_shard = int(shard.group(1)) if zero == 3 and shard and dp % int(shard.group(1)) == 0 else None
     if dp_shard is not None and dp_shard >= dp:
         dp_shard = None

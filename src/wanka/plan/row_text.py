@@ -144,7 +144,7 @@ def flag(value, field: str) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     t = words(value)
-    if t in ("true", "yes", "on", "enabled", "1") or t.startswith(("yes ", "on ", "true ")):
+    if re.match(r"(?:true|yes|on|enabled?|1)\b", t):
         return True
     if _OFF.match(t):
         return False
