@@ -74,6 +74,7 @@ def test_fp32_training_is_refused_naming_the_field():
     ("A100-SXM4-80GB", "a100-80gb"), ("A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100 SXM 40GB", "a100-40gb"),
     ("A100 40G", "a100-40gb"), ("H100 SXM5 80GB", "h100-sxm"), ("H800", "h800"), ("H20", "h20"), ("H200", "h200"),
     ("GB200 NVL72", "gb200"), ("DGX H100", "h100-sxm"), ("Ascend 910B2", "ascend-910b"),
+    ("NVIDIA H100 SXM5 (not PCIe)", "h100-sxm"), ("GB200 NVL 72", "gb200"),
 ])
 def test_gpu_phrasings(text, part):
     assert catalog_part(text) == part

@@ -173,7 +173,7 @@ _PARTS = [(r"\bgb200\b", "gb200"), (r"\bb200\b", "b200"), (r"\bh200\b", "h200"),
 # parts people train on that the catalogue does not hold: refused by name, never priced as a neighbour
 # (a PCIe or NVL card has another peak, memory and no 8-GPU NVSwitch domain; GH200 is H100 compute with
 # 96/144 GB; the A800 is an A100 with NVLink cut to 400 GB/s)
-_NOT_IN_CATALOGUE = r"\b(?:pcie|nvl|gh200|a800|v100|a10|a30|a40|l4|l40s?|mi250x?|mi210|mi325x|mi355x|tpu|gaudi\d?|910|910a)\b"
+_NOT_IN_CATALOGUE = r"\b(?:pcie|nvl(?! ?\d)|gh200|a800|v100|a10|a30|a40|l4|l40s?|mi250x?|mi210|mi325x|mi355x|tpu|gaudi\d?|910|910a)\b"
 _FORM_FACTOR = r"\b(?:sxm\d?|hgx|dgx|hbm3|eos|selene|nvswitch)\b"
 
 
@@ -182,7 +182,7 @@ def catalog_part(text, hbm_gb=None, assumed: list[str] | None = None) -> str:
     ('40GB', '40G') or from `hardware.hbm_gb`, else 80 GB (assumed). A part the catalogue lacks
     (PCIe/NVL cards, GH200, A800, V100, MI250X, TPU, Gaudi) is a SpecError naming it."""
     t = words(text)
-    miss = re.search(_NOT_IN_CATALOGUE, t)
+    miss = re.search(_NOT_IN_CATALOGUE, t) if mentions(t, _NOT_IN_CATALOGUE) else None  # "SXM5, not PCIe"
     name = next((n for pat, n in _PARTS if re.search(pat, t)), None)
     if miss or name is None:
         what = f"not in the catalogue: {miss.group(0)!r}" if miss else "an accelerator in the hardware catalogue"
