@@ -304,3 +304,16 @@ def test_yes_no_phrasings(text, value):
     from wanka.plan.row_text import flag
 
     assert flag(text, "parallelism.sequence_parallel") is value
+
+
+def test_an_unstated_sharding_is_what_torchtitan_and_llama3_rows_state():
+    """Dropping zero_or_fsdp from the torchtitan and Llama 3 rows gives the stage they state: FSDP full
+    shard without PP, ZeRO-2 with PP (torchtitan reshard_after_forward = not pp_enabled) and for Llama 3."""
+    rows = load_rows("torchtitan") + [r for r in load_rows("papers") if r["id"].startswith("llama3")]
+    for row in rows:
+        stated = row_layout(row)[0].zero
+        bare = copy.deepcopy(row)
+        bare["parallelism"]["zero_or_fsdp"] = None
+        lay, assumed = row_layout(bare)
+        assert lay.zero == stated, row["id"]
+        assert any("ZeRO-" in a for a in assumed)

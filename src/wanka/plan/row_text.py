@@ -201,15 +201,26 @@ def catalog_part(text, hbm_gb=None, assumed: list[str] | None = None) -> str:
 
 def unstated_zero(p: dict, distributed_optimizer: bool, assumed: list[str]) -> int:
     """The ZeRO stage of a row without zero_or_fsdp: NeMo / Megatron-Bridge default to the distributed
-    optimizer (ZeRO-1); a framework text that names one ('PyTorch FSDP', 'DeepSpeed ZeRO-2') gives it;
-    torchtitan (data_parallel_shard_degree -1: every DP rank shards, config_manager.py) and MaxText
-    (ici_fsdp_parallelism -1, configs/base.yml) shard fully (ZeRO-3) by default."""
+    optimizer (ZeRO-1); Llama 3's FSDP shards optimizer states and gradients and keeps the weights after
+    the forward (ZeRO-2, arXiv 2407.21783 s.3.3.2); a framework text that names a stage ('DeepSpeed
+    ZeRO-2', 'PyTorch FSDP' = 3) gives it; torchtitan (data_parallel_shard_degree -1: every DP rank
+    shards, config_manager.py) and MaxText (ici_fsdp_parallelism -1, configs/base.yml) shard fully
+    (ZeRO-3) by default -- but FSDP under pipeline parallelism keeps the weights gathered across the
+    micro-batches (torchtitan parallelize_llama.py apply_fsdp: reshard_after_forward = not pp_enabled
+    under its default policy): ZeRO-2."""
     from wanka.plan.frameworks import family_of
 
     if distributed_optimizer:
         assumed.append("distributed optimizer (ZeRO-1)")
         return 1
     family, named = family_of(p.get("framework")), zero_stage(p.get("framework"))
+    pp = p.get("pp") if isinstance(p.get("pp"), int) else 1
+    if family == "llama3":
+        assumed.append("ZeRO-2 (Llama 3's FSDP, s.3.3.2)")
+        return 2
+    if family in ("fsdp", "torchtitan") and pp > 1 and named in (0, 3):
+        assumed.append("ZeRO-2 (FSDP keeps the weights gathered under pipeline parallelism)")
+        return 2
     if named:
         assumed.append(f"ZeRO-{named} as parallelism.framework names it")
         return named
