@@ -317,3 +317,22 @@ def test_an_unstated_sharding_is_what_torchtitan_and_llama3_rows_state():
         lay, assumed = row_layout(bare)
         assert lay.zero == stated, row["id"]
         assert any("ZeRO-" in a for a in assumed)
+
+
+def test_an_unstated_nvlink_domain_is_the_parts_usual():
+    from wanka.plan.published import row_cluster
+
+    row = copy.deepcopy(next(r for r in load_rows("dgxc") if "gb200" in r["id"]))
+    row["hardware"]["nvlink_domain_size"] = None
+    assumed = []
+    row_cluster(row, assumed)
+    assert "NVLink domain 72 (the part's usual)" in assumed  # GB200 NVL72, not an 8-GPU HGX board
+
+
+def test_a_stage_in_a_megatron_text_of_alternatives_is_not_taken():
+    """SC'21's 'Megatron-LM / DeepSpeed ZeRO-3' PTD-P rows without zero_or_fsdp stay unsharded."""
+    row = copy.deepcopy(next(r for r in load_rows("calibration") if r["id"] == "sc21_t2_ptdp_174.6B_384gpu"))
+    row["parallelism"]["zero_or_fsdp"] = None
+    assert row_layout(row)[0].zero == 0
+    row["parallelism"]["framework"] = "DeepSpeed ZeRO-3"
+    assert row_layout(row)[0].zero == 3

@@ -30,7 +30,13 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     gpu = part["name"] if part else catalog_part(hw.get("gpu"), hw.get("hbm_gb"), assumed)
     gpus = row_gpus(row, assumed)
     per_node = 4 if gpu == "gb200" else 8  # a GB200 compute tray holds 4 GPUs (NVL72: 18 trays)
-    domain = count(hw, "nvlink_domain_size", "hardware") or 8
+    domain = count(hw, "nvlink_domain_size", "hardware")
+    if domain is None:  # the part's usual scale-up domain from the catalogue (GB200 NVL72: 72, HGX: 8)
+        from wanka.hardware.catalog import gpu as catalogue_gpu
+
+        domain = catalogue_gpu(gpu).scale_up.domain if not part else 8
+        if assumed is not None:
+            assumed.append(f"NVLink domain {domain} (the part's usual)")
     if isinstance(gpus, int) and gpus > 0 and gpus % domain:
         fit = max((d for d in range(per_node, domain + 1, per_node) if gpus % d == 0), default=per_node)
         if assumed is not None:

@@ -221,7 +221,9 @@ def unstated_zero(p: dict, distributed_optimizer: bool, assumed: list[str]) -> i
     if family in ("fsdp", "torchtitan") and pp > 1 and named in (0, 3):
         assumed.append("ZeRO-2 (FSDP keeps the weights gathered under pipeline parallelism)")
         return 2
-    if named:
+    # the stage a sharding engine's name carries ("DeepSpeed ZeRO stage 2", "PyTorch FSDP"); not a
+    # Megatron text listing alternatives (SC'21's "Megatron-LM / DeepSpeed ZeRO-3" runs PTD-P without it)
+    if named and family in ("deepspeed", "megatron-deepspeed", "fsdp", "torchtitan", "jax-xla"):
         assumed.append(f"ZeRO-{named} as parallelism.framework names it")
         return named
     if family in ("torchtitan", "jax-xla"):
