@@ -172,8 +172,12 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
         assumed.append("gbs = dp x mbs")
     mcore = _megatron_core(p)
     sp = flag(p.get("sequence_parallel"), "parallelism.sequence_parallel")
-    if sp is None:  # Megatron-Core recipes turn it on with TP; it did not exist before 2022
-        sp = tp > 1 and mcore
+    if sp is None:  # Megatron-Core recipes turn it on with TP; it did not exist before 2022. torchtitan's
+        # apply_tp always shards the norms' sequence (SequenceParallel, parallelize_llama.py); MegaScale
+        # fuses the TP/SP all-gather/reduce-scatter into the GEMMs (NSDI'24 s.3.2)
+        from wanka.plan.frameworks import family_of
+
+        sp = tp > 1 and (mcore or family_of(p.get("framework")) in ("torchtitan", "megascale"))
         if tp > 1 and (row_year(row) or 2023) >= 2022:
             assumed.append(f"sequence parallel {'on' if sp else 'off'}")
     zero_text = p.get("zero_or_fsdp")
