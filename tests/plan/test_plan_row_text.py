@@ -336,3 +336,30 @@ def test_a_stage_in_a_megatron_text_of_alternatives_is_not_taken():
     assert row_layout(row)[0].zero == 0
     row["parallelism"]["framework"] = "DeepSpeed ZeRO-3"
     assert row_layout(row)[0].zero == 3
+
+
+@pytest.mark.parametrize("rewrite", [str.upper, lambda t: t.replace("-", "_")], ids=["upper", "underscores"])
+def test_case_and_separators_of_free_text_do_not_change_what_a_built_in_row_prices(rewrite):
+    """Every built-in row, each free-text field upper-cased or with '_' for '-': same layout, Options,
+    part and activation (the texts are matched on words, not spelling)."""
+    import dataclasses
+
+    from wanka.plan.published import framework_options, row_cluster, row_model
+
+    def read(r):
+        lay, _ = row_layout(r)
+        return str(lay), dataclasses.asdict(framework_options(r, lay)), row_cluster(r).gpu.name, row_model(r).activation
+
+    texts = [("parallelism", k) for k in ("framework", "zero_or_fsdp", "recompute", "precision", "pipeline_schedule",
+                                          "comm_overlap")] + [("hardware", "gpu"), ("architecture", "ffn_activation")]
+    for name in ("calibration", "dgxc", "papers", "torchtitan", "megatron_deepspeed", "mlperf", "mindspeed_ascend"):
+        for row in load_rows(name):
+            try:
+                base = read(row)
+            except SpecError:
+                continue
+            for section, key in texts:
+                if isinstance(row[section].get(key), str):
+                    other = copy.deepcopy(row)
+                    other[section][key] = rewrite(other[section][key])
+                    assert read(other) == base, (row["id"], key)

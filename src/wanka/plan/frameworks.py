@@ -270,7 +270,7 @@ OVERLAP_GRAD_REDUCE_DATE = (2023, 8, 16)
 
 def before_overlap_grad_reduce(framework_text: str | None) -> bool:
     """Whether the framework text dates itself (YYYY-MM-DD, a commit's date) before 2023-08-16."""
-    d = re.search(r"(20\d\d)-(\d\d)-(\d\d)", framework_text or "")
+    d = re.search(r"(20\d\d)[-_/. ](\d\d)[-_/. ](\d\d)", str(framework_text or ""))  # 2023-01-11, 2023_01_11
     return d is not None and tuple(int(g) for g in d.groups()) < OVERLAP_GRAD_REDUCE_DATE
 
 
