@@ -363,3 +363,10 @@ def test_case_and_separators_of_free_text_do_not_change_what_a_built_in_row_pric
                     other = copy.deepcopy(row)
                     other[section][key] = rewrite(other[section][key])
                     assert read(other) == base, (row["id"], key)
+
+
+def test_an_moe_row_without_top_k_lists_its_assumption():
+    row = copy.deepcopy(next(r for r in load_rows("papers") if r["architecture"].get("num_experts")))
+    row["architecture"]["top_k"] = None
+    c = check_row(row)
+    assert c.skipped is None and any(a.startswith("top_k not stated") for a in c.assumed)

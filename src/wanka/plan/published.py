@@ -95,6 +95,9 @@ def row_model(row: dict, assumed: list[str] | None = None):
     if "moe" in words(row.get("model_kind")) and not a.get("num_experts"):
         raise SpecError("architecture.num_experts", "the expert count of a run whose model_kind is MoE", None)
     if a.get("num_experts"):
+        unstated = [k for k in ("top_k", "moe_ffn_hidden_size") if a.get(k) is None]
+        if unstated and assumed is not None:
+            assumed.append(f"{' and '.join(unstated)} not stated: top-1 routing / the dense FFN width")
         spec["moe"] = {"experts": a["num_experts"], "top_k": a.get("top_k") or 1,
                        "ffn_hidden": a.get("moe_ffn_hidden_size") or spec["ffn_hidden"],
                        "shared_experts": a.get("shared_experts") or 0, "dense_layers": a.get("num_dense_layers") or 0}
