@@ -370,3 +370,22 @@ def test_an_moe_row_without_top_k_lists_its_assumption():
     row["architecture"]["top_k"] = None
     c = check_row(row)
     assert c.skipped is None and any(a.startswith("top_k not stated") for a in c.assumed)
+
+
+@pytest.mark.parametrize("network, nics, per_gpu", [
+    ("InfiniBand HDR 200 Gb/s, 8 compute HCAs per node", None, 200), ("Omni-Path 4x100 Gb/s per node", None, 50),
+    ("8x200G HDR InfiniBand", None, 200), ("RoCE, 400 Gbps per GPU", None, 400), ("NDR InfiniBand", None, 400),
+    ("HDR InfiniBand", 4, 100), ("InfiniBand", None, None)])
+def test_scale_out_bandwidth_from_the_network_text(network, nics, per_gpu):
+    from wanka.plan.row_hardware import network_Gbps_per_gpu
+
+    assert network_Gbps_per_gpu(network, nics, 8) == per_gpu
+
+
+def test_a_row_without_bandwidth_takes_it_from_its_network_text():
+    row = _base()
+    row["hardware"]["inter_node_bw_per_gpu_Gbps"] = None
+    row["hardware"].update(network="Omni-Path 4x100 Gb/s per node", nics_per_node=None)
+    c = check_row(row)
+    assert "50 Gb/s per GPU scale-out from hardware.network" in c.assumed
+    assert c.predicted < check_row(_base()).predicted  # a quarter of the stated 200 Gb/s per GPU

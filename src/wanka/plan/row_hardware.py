@@ -3,6 +3,8 @@ NVLink domain and per-GPU scale-out bandwidth on a fat-tree (docs/plan.md "Readi
 
 from __future__ import annotations
 
+import re
+
 from wanka.cluster.model import Cluster
 from wanka.cluster.spec import parse_cluster_spec
 from wanka.errors import SpecError
@@ -45,6 +47,10 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     bw = hw.get("inter_node_bw_per_gpu_Gbps")
     if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float)) or bw <= 0):
         raise SpecError("hardware.inter_node_bw_per_gpu_Gbps", "a positive number (Gb/s per GPU)", bw)
+    if bw is None:
+        bw = network_Gbps_per_gpu(hw.get("network"), hw.get("nics_per_node"), per_node)
+        if bw is not None and assumed is not None:
+            assumed.append(f"{bw:g} Gb/s per GPU scale-out from hardware.network")
     if bw is None:  # the part's generation of NIC: DGX/HGX A100 one 200 Gb/s HDR HCA per GPU, H100 on 400 Gb/s NDR
         bw = 200 if gpu.startswith("a100") else 400  # (NVIDIA DGX A100 / DGX H100 user guides: 8 compute HCAs)
         if assumed is not None:
@@ -58,3 +64,27 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
         field_name = {"gpus": "gpu_count", "gpus_per_node": "gpu_count", "scale_up": "nvlink_domain_size",
                       "scale_out": "inter_node_bw_per_gpu_Gbps"}.get(head, head)
         raise SpecError(f"hardware.{field_name}", exc.expected, exc.got) from None
+
+
+# InfiniBand generations by name, Gb/s per port (4x links): EDR 100, HDR 200, NDR 400, XDR 800
+_IB_GBPS = {"edr": 100, "hdr": 200, "ndr": 400, "xdr": 800}
+
+
+def network_Gbps_per_gpu(text, nics_per_node, gpus_per_node: int) -> float | None:
+    """Scale-out Gb/s per GPU from a row's `hardware.network` text: the port speed ('200 Gb/s', '400G',
+    'HDR') times the ports per node (`nics_per_node`, '8x200G', '4 x 100 Gb/s', '8 HCAs'), over the GPUs
+    of a node; 'per GPU' named, or no port count, reads the speed as per GPU (one rail per GPU, as
+    DGX/HGX nodes are built). None when the text names no speed."""
+    raw = str(text or "")
+    low = raw.lower()
+    speed = re.search(r"(\d{2,4})\s*(?:Gb/s|Gbps|Gbit/s|Gb\b|GbE|G\b)", raw, flags=0)
+    gbps = float(speed.group(1)) if speed else next((v for k, v in _IB_GBPS.items() if re.search(rf"\b{k}\b", low)), None)
+    if gbps is None:
+        return None
+    ports = nics_per_node if isinstance(nics_per_node, int) and nics_per_node > 0 else None
+    if ports is None:
+        m = re.search(r"(\d{1,2})\s*[x×]\s*\d{2,4}\s*g", low) or re.search(r"(\d{1,2})\s*(?:compute\s+)?(?:hcas?|nics?|ports?|adapters?|rails?)\b", low)
+        ports = int(m.group(1)) if m else None
+    if ports is None or "per gpu" in low:
+        return gbps
+    return gbps * ports / gpus_per_node
