@@ -96,7 +96,7 @@ def test_rows_the_planner_cannot_take_are_skipped_with_the_reason():
     tpu["hardware"]["gpu"] = "Google TPU v4"
     assert "hardware.gpu" in check_row(tpu).skipped
     no_tp = copy.deepcopy(_moe_row())
-    no_tp["parallelism"]["tp"] = None
+    no_tp["parallelism"].update(tp=None, dp=None)  # with dp stated, tp would follow from the GPU count
     assert "tp and pp" in check_row(no_tp).skipped
     bad_ep = copy.deepcopy(_moe_row())
     bad_ep["parallelism"]["ep"] = 5

@@ -369,7 +369,7 @@ OVERLAP_GRAD_REDUCE_DATE = (2023, 8, 16)
 
 def before_overlap_grad_reduce(framework_text: str | None) -> bool:
     """Whether the framework text dates itself (YYYY-MM-DD, a commit's date) before 2023-08-16."""
-    d = re.search(r"(20\d\d)-(\d\d)-(\d\d)", framework_text or "")
+    d = re.search(r"(20\d\d)[-_/. ](\d\d)[-_/. ](\d\d)", str(framework_text or ""))  # 2023-01-11, 2023_01_11
     return d is not None and tuple(int(g) for g in d.groups()) < OVERLAP_GRAD_REDUCE_DATE
 
 
@@ -381,34 +381,44 @@ def framework(name: str, field_name: str = "--framework") -> Framework:
 
 
 def family_of(framework_text: str | None, zero_text: str | None = None) -> str | None:
-    """The profile a published run's framework text names (None: not recognised)."""
-    fw, zero = (framework_text or "").lower(), (zero_text or "").lower()
-    if "megascale" in fw:
+    """The profile a published run's framework text names (None: not recognised, validate then prices
+    with plain Options() -- the PyTorch-DDP-like defaults, docs/plan.md "Reading published rows").
+    Matched on whole words of the lower-cased text with `_`/`-` as spaces ("Megatron_Core", "NeMo-Megatron")."""
+    fw = " ".join(re.sub(r"[\s_/-]+", " ", str(framework_text or "").lower()).split())
+    zero = str(zero_text or "").lower()
+
+    def has(pattern: str) -> bool:
+        return re.search(pattern, fw) is not None
+
+    if has(r"\bmega ?scale\b"):
         return "megascale"
-    if "ncclx" in fw:  # Meta's NCCL fork, named by the Llama 3 report (s.3.3.3)
+    # Meta's NCCL fork, named by the Llama 3 report (s.3.3.3), or Meta's own Llama 3 stack named
+    if has(r"\bncclx\b") or (has(r"\bmeta\b") and has(r"\bllama ?3")):
         return "llama3"
-    if "mlperf" in fw and any(k in fw for k in ("nemo", "core")):
-        return "nemo-mlperf-rocm" if "rocm" in fw else "nemo-mlperf"
-    if "mindspeed" in fw:
+    if has(r"\bmlperf\b") and has(r"\bnemo|megatron core|\bmcore\b"):
+        return "nemo-mlperf-rocm" if has(r"\brocm\b") else "nemo-mlperf"  # AMD's submission (frameworks above)
+    if has(r"\bmindspeed"):
         return "mindspeed"
-    if any(k in fw for k in ("maxtext", "paxml", "praxis", "jax", "t5x")):
+    # JAX/XLA stacks: MaxText, Pax(ml)/Praxis/Saxml, T5X, Levanter, EasyLM; GSPMD is XLA's partitioner
+    if has(r"\b(?:maxtext|paxml|pax|praxis|jax|t5x|levanter|easylm|gspmd|xla)\b"):
         return "jax-xla"
-    if "torchtitan" in fw:
+    if has(r"\btorch ?titan\b"):
         return "torchtitan"
-    if any(k in fw for k in ("core", "nemo", "bridge", "mcore")):
+    if has(r"\bnemo|megatron core|\bmcore\b|\bm core\b|\bcore r?\d|megatron bridge|\bbridge\b"):
         return "megatron-core"
-    if any(k in fw for k in ("megatron-deepspeed", "megatron deepspeed", "megatron-ds")):
-        return "megatron-deepspeed-habana" if "habana" in fw or "gaudi" in fw else "megatron-deepspeed"
+    if has(r"megatron deep ?speed|megatron ds\b|deep ?speed megatron"):
+        return "megatron-deepspeed-habana" if has(r"\bhabana|\bgaudi") else "megatron-deepspeed"
     # both named as one stack ("DeepSpeed + Megatron-LM", "Megatron and DeepSpeed", MT-NLG's "Using
     # DeepSpeed and Megatron"), or DeepSpeed's pipeline engine named -- not "Megatron-LM / DeepSpeed"
-    # (SC'21's table of alternatives)
-    if re.search(r"deepspeed\s*(\+|&|and|with)\s*megatron|megatron(-lm)?\s*(\+|&|and|with)\s*deepspeed", fw) \
-            or ("deepspeed" in fw and "pipeline" in fw and "zero-3" not in zero):
+    # (SC'21's table of alternatives: '/' reads as a space here, so the conjunction must be a word or sign)
+    if has(r"deep ?speed\s*(?:\+|&|and|with)\s*megatron|megatron(?: lm)?\s*(?:\+|&|and|with)\s*deep ?speed") \
+            or (has(r"deep ?speed") and has(r"\bpipeline") and "zero-3" not in zero):
         return "megatron-deepspeed"
-    if "deepspeed" in fw and ("megatron" not in fw or "deepspeed" in zero):
+    if has(r"deep ?speed") and (not has(r"megatron") or "deepspeed" in zero):
         return "deepspeed"
-    if "fsdp" in fw or "metaseq" in fw or "fairscale" in fw:
+    # PyTorch FSDP, fairscale FSDP, metaseq/fairseq (OPT: fairscale FSDP; fairseq c10d DDP overlaps as FSDP does)
+    if has(r"\b(?:fsdp2?|hsdp|metaseq|fairseq|fairscale|fully sharded)\b"):
         return "fsdp"
-    if "megatron" in fw:
+    if has(r"\bmegatron"):
         return "megatron-lm"  # published.framework_options takes megatron-lm-2021 for rows dated <= 2022
     return None

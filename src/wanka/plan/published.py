@@ -3,7 +3,9 @@ prices, and the planner's error against each (`wanka plan validate`, docs/plan.m
 
 A row carries `architecture`, `hardware`, `parallelism` and `result` (null = unknown). Only what a
 row states is used; where a field the planner needs is missing, a stated default is taken and the
-row's `assumed` list says so. Framework facts that change mechanisms (framework_options):
+row's `assumed` list says so; free text ("FULL_SHARD", "no recompute", "A100-SXM4-40GB") is read by
+plan/row_text.py, measured MFU/HFU brought to the planner's FLOP count and peak by plan/row_measured.py.
+Framework facts that change mechanisms (framework_options):
   * Megatron-LM up to 2022 had no FlashAttention (published 2022, in Megatron from 2023) and no TP
     communication overlap; SC'21 ran Megatron's non-overlapped 'local' DDP above 18B.
   * Megatron-Core / NeMo / Megatron-Bridge with --tp-comm-overlap: half the TP traffic hidden (an
@@ -27,21 +29,17 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wanka.cluster.model import Cluster
-from wanka.cluster.spec import parse_cluster_spec
 from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan.exposure import Options
+from wanka.plan.row_hardware import catalog_gpu, row_cluster  # noqa: F401 (validate and calibrate use both)
+from wanka.plan.row_measured import (counting_text, flops_convention, measured_mfu, measured_tokens_per_gpu,
+                                     to_planner_flops)
+from wanka.plan.row_text import (count, flag, mentions, offloaded, precision_of, recompute_of, text_of,
+                                 row_seq_len, row_year, tp_overlap_named, unstated_zero, words,
+                                 zero_stage)
 from wanka.workload.activations import RECOMPUTE_MODULES
 from wanka.workload.spec import parse_model_spec
-
-# accelerator text -> catalog name, most specific first
-GPU_NAMES = [("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"), ("h800", "h800"), ("h20", "h20"),
-             ("mi300x", "mi300x"), ("mi325x", "mi325x"), ("mi350x", "mi350x"), ("mi355x", "mi355x"),
-             ("gaudi2", "gaudi2"), ("gaudi 2", "gaudi2"), ("gaudi3", "gaudi3"), ("gaudi 3", "gaudi3"), ("a100 40gb", "a100-40gb"), ("a100-40gb", "a100-40gb"),
-             ("a100-sxm4-40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100-sxm"),
-             ("910c", "ascend-910c"), ("910b", "ascend-910b")]
-
 
 BUILT_IN = Path(__file__).parent / "published_runs"  # name.json: runs shipped with wanka (name.md: sources)
 
@@ -78,59 +76,43 @@ def _sec(row: dict, key: str) -> dict:
     return v if isinstance(v, dict) else {}
 
 
-def catalog_gpu(text: str) -> str:
-    low = (text or "").lower()
-    for key, name in GPU_NAMES:
-        if key in low:
-            return name
-    raise SpecError("hardware.gpu", "an accelerator in the hardware catalog (wanka cluster list)", text)
-
-
-def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
-    """The run's cluster: its GPUs, NVLink domain and per-GPU scale-out bandwidth on a fat-tree.
-    A domain that does not divide the GPU count (128 GPUs of GB200 NVL72 racks) becomes the largest
-    divisor of the count in whole nodes below it (64: a job takes 16 of a rack's 18 trays)."""
-    hw = _sec(row, "hardware")
-    # a part the catalog lacks, stated by the row itself (`hardware.part`: an inline GPU with its
-    # sources, e.g. torchtitan's 500 W HBM2e H100s); its name keeps the catalog family prefix
-    part = hw.get("part") if isinstance(hw.get("part"), dict) else None
-    gpu = part["name"] if part else catalog_gpu(hw.get("gpu"))
-    gpus = hw.get("gpu_count")
-    per_node = 4 if gpu == "gb200" else 8  # a GB200 compute tray holds 4 GPUs (NVL72: 18 trays)
-    domain = hw.get("nvlink_domain_size") or 8
-    if isinstance(gpus, int) and gpus > 0 and gpus % domain:
-        fit = max((d for d in range(per_node, domain + 1, per_node) if gpus % d == 0), default=per_node)
-        if assumed is not None:
-            assumed.append(f"NVLink domain {fit} of {domain} (the domain does not divide {gpus} GPUs)")
-        domain = fit
-    bw = hw.get("inter_node_bw_per_gpu_Gbps")
-    if bw is None and assumed is not None:
-        assumed.append("400 Gb/s per GPU scale-out")
-    spec = {"name": str(row.get("id", "run")), "gpu": part or gpu, "gpus": gpus, "gpus_per_node": min(per_node, domain),
-            "scale_up": {"domain": domain}, "scale_out": {"bandwidth_Gbps": bw or 400, "topology": "fat-tree"}}
-    return Cluster(parse_cluster_spec(spec, str(row.get("id"))))
-
-
 def _activation(text: str | None) -> str:
-    t = (text or "gelu").lower()
-    return "swiglu" if any(k in t for k in ("swiglu", "silu", "geglu")) else "gelu"  # squared-ReLU: 2 matrices
+    t = words(text) or "gelu"  # gated units (SwiGLU, GeGLU, ReGLU, "gated GELU", SiLU/Swish-gated): 3 matrices
+    return "swiglu" if re.search(r"glu\b|gated|silu|swish", t) else "gelu"  # GELU, (squared-)ReLU: 2 matrices
 
 
-def row_model(row: dict):
+def row_model(row: dict, assumed: list[str] | None = None):
     a = _sec(row, "architecture")
     act = _activation(a.get("ffn_activation"))
-    spec = {"name": str(row.get("id", "run")), "layers": a.get("layers"), "hidden": a.get("hidden_size"),
+    hidden = count(a, "hidden_size", "architecture")
+    if a.get("ffn_hidden_size") is None and assumed is not None:
+        assumed.append("ffn_hidden_size 4 x hidden (not stated)")
+    spec = {"name": str(row.get("id", "run")), "layers": a.get("layers"), "hidden": hidden,
             "heads": a.get("attention_heads"), "kv_heads": a.get("kv_heads") or a.get("attention_heads"),
-            "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (a.get("hidden_size") or 0),
-            "vocab": a.get("vocab_size"), "seq_len": a.get("seq_len"), "activation": act,
+            "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (hidden or 0),
+            "vocab": a.get("vocab_size"), "seq_len": row_seq_len(row), "activation": act,
             "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window")}
+    if "moe" in words(row.get("model_kind")) and not a.get("num_experts"):
+        raise SpecError("architecture.num_experts", "the expert count of a run whose model_kind is MoE", None)
     if a.get("num_experts"):
+        unstated = [k for k in ("top_k", "moe_ffn_hidden_size") if a.get(k) is None]
+        if unstated and assumed is not None:
+            assumed.append(f"{' and '.join(unstated)} not stated: top-1 routing / the dense FFN width")
         spec["moe"] = {"experts": a["num_experts"], "top_k": a.get("top_k") or 1,
                        "ffn_hidden": a.get("moe_ffn_hidden_size") or spec["ffn_hidden"],
                        "shared_experts": a.get("shared_experts") or 0, "dense_layers": a.get("num_dense_layers") or 0}
-    if "mla" in str(a.get("attention_type") or "").lower():
+    if "mla" in text_of(a.get("attention_type")):
         spec["mla"] = _mla_from_preset(a)
-    return parse_model_spec({k: v for k, v in spec.items() if v is not None}, str(row.get("id")))
+    try:
+        return parse_model_spec({k: v for k, v in spec.items() if v is not None}, str(row.get("id")))
+    except SpecError as exc:  # name the row's field, not the model spec's
+        head = exc.field.split(".")[0]
+        raise SpecError(f"architecture.{_ROW_FIELD.get(head, head)}", exc.expected, exc.got) from None
+
+
+# model spec field -> the published row's architecture field
+_ROW_FIELD = {"hidden": "hidden_size", "heads": "attention_heads", "vocab": "vocab_size", "ffn_hidden": "ffn_hidden_size",
+              "activation": "ffn_activation", "moe": "num_experts"}
 
 
 def _mla_from_preset(a: dict) -> dict:
@@ -144,58 +126,47 @@ def _mla_from_preset(a: dict) -> dict:
                     a.get("attention_type"))
 
 
-def _recompute(text: str | None) -> str:
-    t = (text or "").lower()
-    if "selective" in t:
-        return "selective"
-    if t.startswith("full") or "uniform" in t or ("checkpoint" in t and not t.startswith(("no", "none"))):
-        return "full"  # Megatron --checkpoint-activations / --recompute-granularity full
-    return "none"
-
-
-def zero_stage(text: str | None) -> int:
-    """ZeRO stage from free text: 'ZeRO-3', 'ZeRO stage 1', 'FSDP (full shard)', 'HSDP',
-    'distributed optimizer' (= ZeRO-1, Megatron), 'FSDP SHARD_GRAD_OP' / 'ZeRO-2'."""
-    t = (text or "").lower()
-    m = re.search(r"zero[\s_-]*(?:stage[\s_-]*)?([0-3])", t)
-    if m:
-        return int(m.group(1))
-    if "shard_grad_op" in t or "reshard_after_forward=false" in t:
-        return 2
-    if "fsdp" in t or "hsdp" in t or "full shard" in t or "hybrid_shard" in t:
-        return 3
-    if "distributed optimizer" in t or "optimizer sharding" in t:
-        return 1
-    return 0
-
-
-def _precision(text: str | None) -> str:
-    t = (text or "").lower()
-    return "fp8" if "fp8" in t else ("fp16" if "fp16" in t else "bf16")
-
-
-def _year(p: dict) -> int | None:
-    y = re.search(r"(20\d\d)", p.get("framework") or "")
-    return int(y.group(1)) if y else None
-
-
 def row_layout(row: dict) -> tuple[Layout, list[str]]:
     """The row's layout and the defaults it needed (mbs, dp, sequence parallelism)."""
-    p, a, hw = _sec(row, "parallelism"), _sec(row, "architecture"), _sec(row, "hardware")
+    p, hw = _sec(row, "parallelism"), _sec(row, "hardware")
     assumed = []
-    if p.get("tp") is None or p.get("pp") is None:
+    degrees = {k: count(p, k, "parallelism") for k in ("tp", "pp", "cp", "dp")}
+    gpus = count(hw, "gpu_count", "hardware")
+    missing = [k for k in ("tp", "pp") if degrees[k] is None]
+    if len(missing) == 1 and gpus and degrees["dp"]:  # the one degree the GPU count leaves
+        k = missing[0]
+        rest = math.prod(v or 1 for n, v in degrees.items() if n != k)
+        if gpus % rest:
+            raise SpecError(f"parallelism.{k}", f"a degree dividing {gpus} GPUs by the others ({rest})", None)
+        degrees[k] = gpus // rest
+        assumed.append(f"{k} = GPUs / (the other degrees)")
+    elif missing:
         raise SpecError("parallelism", "tp and pp of the run", f"tp={p.get('tp')}, pp={p.get('pp')}")
-    tp, pp, cp = p["tp"], p["pp"], p.get("cp") or 1
-    dp = p.get("dp") or (hw.get("gpu_count") or 0) // (tp * pp * cp)
-    if not p.get("dp"):
+    tp, pp, cp = degrees["tp"], degrees["pp"], degrees["cp"] or 1
+    dp = degrees["dp"] or (gpus or 0) // (tp * pp * cp)
+    if not degrees["dp"]:
         assumed.append("dp = GPUs / (tp pp cp)")
-    mbs = p.get("micro_batch_size")
+    ep_stated = count(p, "ep", "parallelism") or 1
+    if gpus and tp * pp * cp * dp != gpus:  # Megatron's world = tp pp cp dp, experts inside dp
+        if tp * pp * cp * dp * ep_stated == gpus:  # dp counted without the expert ranks (DeepSpeed-MoE style)
+            dp *= ep_stated
+            assumed.append(f"dp = {dp}: the stated dp x ep (the row counts expert ranks outside dp)")
+        elif gpus % (tp * pp * cp) == 0:
+            assumed.append(f"dp = {gpus // (tp * pp * cp)} from the GPU count (the stated dp {dp} does not make {gpus})")
+            dp = gpus // (tp * pp * cp)
+        else:
+            raise SpecError("parallelism.dp", f"tp x pp x cp x dp = the GPU count {gpus}", f"{tp}x{pp}x{cp}x{dp}")
+    mbs = count(p, "micro_batch_size", "parallelism")
     if mbs is None:
         mbs = 1
         assumed.append("mbs 1")
-    gbs = p.get("global_batch_size_seqs")
-    if gbs is None and p.get("global_batch_tokens") and a.get("seq_len"):
-        gbs = p["global_batch_tokens"] // a["seq_len"]
+    gbs, seq = count(p, "global_batch_size_seqs", "parallelism"), row_seq_len(row)
+    tokens, accum = count(p, "global_batch_tokens", "parallelism"), count(p, "grad_accum_steps", "parallelism")
+    if gbs is None and tokens and seq:
+        gbs = tokens // seq
+    if gbs is None and accum:
+        gbs = dp * mbs * accum
+        assumed.append("gbs = dp x mbs x grad_accum_steps")
     if gbs is None and pp > 1:  # the batch sets the number of micro-batches, hence the bubble
         raise SpecError("parallelism.global_batch_size_seqs", "the run's global batch (with pp > 1 it sets the "
                         "pipeline bubble)", None)
@@ -203,37 +174,51 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
         gbs = dp * mbs
         assumed.append("gbs = dp x mbs")
     mcore = _megatron_core(p)
-    sp = p.get("sequence_parallel")
-    if sp is None:  # Megatron-Core recipes turn it on with TP; it did not exist before 2022
-        sp = tp > 1 and mcore
-        if tp > 1 and (_year(p) or 2023) >= 2022:
+    sp = flag(p.get("sequence_parallel"), "parallelism.sequence_parallel")
+    if sp is None:  # Megatron-Core recipes turn it on with TP; it did not exist before 2022. torchtitan's
+        # apply_tp always shards the norms' sequence (SequenceParallel, parallelize_llama.py); MegaScale
+        # fuses the TP/SP all-gather/reduce-scatter into the GEMMs (NSDI'24 s.3.2)
+        from wanka.plan.frameworks import family_of
+
+        sp = tp > 1 and (mcore or family_of(p.get("framework")) in ("torchtitan", "megascale"))
+        if tp > 1 and (row_year(row) or 2023) >= 2022:
             assumed.append(f"sequence parallel {'on' if sp else 'off'}")
     zero_text = p.get("zero_or_fsdp")
+    if offloaded(zero_text):
+        raise SpecError("parallelism.zero_or_fsdp", "no CPU/NVMe offload (offloaded states are not priced)", zero_text)
     zero = zero_stage(zero_text)
-    if zero_text is None and mcore and dp * cp > 1:  # NeMo / Megatron-Bridge default to the distributed optimizer
-        zero = 1
-        assumed.append("distributed optimizer (ZeRO-1)")
-    ep = p.get("ep") or 1
-    etp = p.get("etp") if ep > 1 and p.get("etp") is not None else None
+    if zero_text is None:
+        zero = unstated_zero(p, mcore and dp * cp > 1, assumed)
+    ep = count(p, "ep", "parallelism") or 1
+    etp = count(p, "etp", "parallelism") if ep > 1 else None
     if ep > 1 and etp is None and (dp * cp) % ep and (tp * cp * dp) % ep == 0:
         etp = 1  # an EP group wider than dp*cp must span the TP ranks: experts not TP-split
         assumed.append("etp 1 (ep spans the TP ranks)")
     # "FSDP=128", "shard group 8" -- not "FSDP2" (PyTorch's FSDP version 2): a separator is required
-    shard = re.search(r"(?:fsdp|dp_shard|shard group)(?:\s*[=:]\s*|\s+)(\d+)", (zero_text or "").lower())
+    # MaxText's "ici_fsdp_parallelism=8" too
+    shard = re.search(r"(?:fsdp(?:_parallelism)?|dp_shard|shard group)(?:\s*[=:]\s*|\s+)(\d+)", text_of(zero_text))
     dp_shard = int(shard.group(1)) if zero == 3 and shard and dp % int(shard.group(1)) == 0 else None
     if dp_shard is not None and dp_shard >= dp:
         dp_shard = None
-    lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, dp_shard=dp_shard,
-                 vpp=p.get("virtual_pipeline_chunks_per_rank") or 1,
-                 mbs=mbs, gbs=gbs, zero=zero, recompute=_recompute(p.get("recompute")),
-                 precision=_precision(p.get("precision")), sp=bool(sp))
+    vpp = count(p, "virtual_pipeline_chunks_per_rank", "parallelism")
+    if vpp is None and pp > 1 and mentions(words(p.get("pipeline_schedule")), r"\binterleav"):
+        assumed.append("vpp 1 (an interleaved schedule named without its chunk count)")
+    recompute, stated = recompute_of(p.get("recompute"))
+    if not stated:
+        assumed.append("recompute none (not stated)")
+    precision, stated = precision_of(p.get("precision"))
+    if not stated:
+        assumed.append("BF16 (precision not stated)")
+    lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, dp_shard=dp_shard, vpp=vpp or 1,
+                 mbs=mbs, gbs=gbs, zero=zero, recompute=recompute, precision=precision, sp=bool(sp))
     return lay, assumed
 
 
 def _megatron_core(p: dict) -> bool:
-    """Megatron-Core and the frameworks built on it (NeMo 2.x, Megatron-Bridge)."""
-    fw = (p.get("framework") or "").lower()
-    return any(k in fw for k in ("core", "nemo", "bridge", "mcore"))
+    """Megatron-Core and the frameworks built on it (NeMo 2.x, Megatron-Bridge, MindSpeed, NVIDIA's MLPerf)."""
+    from wanka.plan.frameworks import family_of
+
+    return family_of(p.get("framework")) in ("megatron-core", "nemo-mlperf", "mindspeed")
 
 
 def framework_options(row: dict, lay: Layout | None = None) -> Options:
@@ -244,22 +229,23 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     from wanka.plan.moe_cost import moe_execution_of_row
 
     p, a = _sec(row, "parallelism"), _sec(row, "architecture")
-    fw = (p.get("framework") or "").lower()
-    year = _year(p)
-    old = year is not None and year <= 2022 and "core" not in fw
+    fw = text_of(p.get("framework"))
+    year = row_year(row)
+    # <= 2022: no FlashAttention, no TP overlap -- a Megatron-Core text cannot be that old (Megatron-Core, 2023)
+    old = year is not None and year <= 2022 and not re.search(r"megatron core|\bmcore\b|\bcore r?\d", words(fw))
     family = family_of(p.get("framework"), p.get("zero_or_fsdp"))
     if family == "megatron-lm" and old:
         family = "megatron-lm-2021"  # no FlashAttention, no TP overlap up to 2022
     elif family == "megatron-lm" and before_overlap_grad_reduce(p.get("framework")):
         family = "megatron-lm-2023"  # 'local' DDP: gradients all-reduced after the backward
     opts = framework(family).options(lay) if family else Options()
-    overlap = " ".join(str(p.get(k) or "") for k in ("comm_overlap", "framework")).lower()
+    overlap = " ".join(text_of(p.get(k)) for k in ("comm_overlap", "framework"))
     kw = {}
     if old:  # no FlashAttention and no TP overlap in Megatron-LM up to 2022
         kw.update(attention="unfused", tp_overlap=0.0)
-    elif (p.get("comm_overlap") or "").lower().startswith("none"):  # off ('none (TP_COMM_OVERLAP=False)' names the flag)
-        kw["tp_overlap"] = 0.0
-    elif any(k in overlap for k in ("tp-comm-overlap", "tp_comm_overlap", "tp comm overlap")) and opts.tp_overlap == 0:
+    elif re.match(r"(?:none|no|off|disabled|false)\b", words(p.get("comm_overlap"))):  # the run's script turns its
+        kw["tp_overlap"] = 0.0  # overlap off -- first: 'none (TP_COMM_OVERLAP=False)' names the flag it turns off
+    elif tp_overlap_named(overlap) and opts.tp_overlap == 0:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
     if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
         kw["attention"] = "flash"
@@ -267,10 +253,10 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["pp_p2p_overlap"] = p2p.group(1) != "false"  # Megatron-Core's overlap_p2p_comm (plan/interleaved.py)
     if (v := re.search(r"core[ _-]?r?0\.(\d+)", fw)) and int(v.group(1)) <= 8:  # before --align-param-gather:
         kw["align_param_gather"] = False  # r0.8's pre-hook chain (frameworks._ALIGN_AG)
-    local_ddp = "'local' ddp above" in (p.get("zero_or_fsdp") or "").lower()
+    local_ddp = "'local' ddp above" in text_of(p.get("zero_or_fsdp"))
     if local_ddp and (a.get("total_params_B") or 0) > 18.5:  # SC'21 ran Megatron's non-overlapped 'local' DDP
         kw["dp_overlap"] = False
-    rec = (p.get("recompute") or "").lower().split("(")[0]  # the module list, not the note in parentheses
+    rec = text_of(p.get("recompute")).split("(")[0]  # the module list, not the note in parentheses
     mods = tuple(m for m in RECOMPUTE_MODULES if m in rec)
     if mods:
         kw["recompute_modules"] = mods
@@ -281,7 +267,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     kw.update(moe_execution_of_row(p))  # the script's MoE dispatcher and grouped GEMM (plan/moe_cost.py)
     if "eager" in fw and "compile" not in fw:  # no torch.compile: elementwise ops kernel by kernel
         kw["eager"] = True
-    if "dualpipe" in (p.get("pipeline_schedule") or "").lower():
+    if "dualpipe" in text_of(p.get("pipeline_schedule")):
         kw.update(pipeline="dualpipe", comm_sm_fraction=20 / 132)
     if family in ("megatron-core", "megatron-lm", "megatron-lm-2021") and not any(  # Megatron-LM's own scripts:
             k in fw + overlap for k in ("nemo", "bridge", "mlperf", "cross-entropy-loss-fusion")):  # fusion opt-in
@@ -289,18 +275,6 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     if zero_stage(p.get("zero_or_fsdp")) == 3 and "deepspeed" in fw and year is not None and year <= 2021:
         kw.update(dp_overlap=True, algorithm="flat-ring", zero3_unit="weight")  # overlap_comm: frameworks.py
     return dataclasses.replace(opts, **kw)
-
-
-def measured_tokens_per_gpu(row: dict, lay: Layout | None = None) -> tuple[float | None, str]:
-    r, hw, a = _sec(row, "result"), _sec(row, "hardware"), _sec(row, "architecture")
-    gpus = hw.get("gpu_count")
-    if r.get("tokens_per_sec_per_gpu"):
-        return float(r["tokens_per_sec_per_gpu"]), "tokens_per_sec_per_gpu"
-    if r.get("tokens_per_sec_total") and gpus:
-        return r["tokens_per_sec_total"] / gpus, "tokens_per_sec_total"
-    if r.get("iteration_time_s") and gpus and lay is not None and a.get("seq_len"):
-        return lay.gbs * a["seq_len"] / r["iteration_time_s"] / gpus, "iteration_time_s"
-    return None, "none"
 
 
 @dataclass
@@ -337,46 +311,23 @@ def check_row(row: dict) -> Check:
     """Price one published run and compare; never raises for a row the planner cannot take."""
     from wanka.plan.estimate import estimate
     from wanka.plan.frameworks import family_of
-    from wanka.plan.run_level import row_goodput, run_level_reason, run_level_tokens_per_gpu
-
-    p = _sec(row, "parallelism")
-    c = Check(id=str(row.get("id", "?")), gpus=_sec(row, "hardware").get("gpu_count"),
+    p, hw = _sec(row, "parallelism"), _sec(row, "hardware")
+    c = Check(id=str(row.get("id", "?")), gpus=hw.get("gpu_count") if isinstance(hw.get("gpu_count"), int) else None,
               family=family_of(p.get("framework"), p.get("zero_or_fsdp")))
     try:
-        model, cluster = row_model(row), row_cluster(row, c.assumed)
+        model, cluster = row_model(row, c.assumed), row_cluster(row, c.assumed)
+        _check_size(row, model, c.assumed)
         lay, layout_assumed = row_layout(row)
         c.assumed += layout_assumed
         e_opts = framework_options(row, lay)
         e = estimate(model, cluster, lay, options=e_opts)
+        c.layout, c.predicted = str(e.layout), e.tokens_per_s_per_gpu
+        c.mfu_predicted, c.memory_GiB, c.fits = 100 * e.mfu, e.memory_GB_per_gpu, e.fits
+        _compare(row, c, e, model, cluster)
     except (SpecError, ValueError, TypeError, ZeroDivisionError) as exc:
         c.skipped = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return c
-    c.layout, c.predicted = str(e.layout), e.tokens_per_s_per_gpu
-    c.mfu_predicted, c.memory_GiB, c.fits = 100 * e.mfu, e.memory_GB_per_gpu, e.fits
-    r, hw = _sec(row, "result"), _sec(row, "hardware")
-    c.mfu_measured = _measured_mfu(r, hw)
-    runlevel = run_level_reason(row)
-    c.measured, _ = measured_tokens_per_gpu(row, e.layout)
-    if runlevel:  # a whole run's average: steady state x the run's expected goodput (plan/run_level.py)
-        c.measured = c.measured or run_level_tokens_per_gpu(row)
-        if c.measured:
-            g, why = row_goodput(model, cluster, _year(p))
-            c.predicted_steady_state, c.goodput, c.goodput_detail = c.predicted, g.goodput, g.as_dict()
-            c.predicted = c.predicted_steady_state * g.goodput
-            c.basis, c.error = "run-level", c.predicted / c.measured - 1
-            c.assumed += [runlevel, f"goodput {g.goodput:.1%}"]
-            c.goodput_detail["inputs"] = why
-        else:
-            c.skipped = "run-level row without training tokens and GPU-hours (or days)"
-    elif c.measured:
-        c.error, c.basis = c.predicted / c.measured - 1, "tokens/s"
-    elif c.mfu_measured:
-        c.error, c.basis = c.mfu_predicted / c.mfu_measured - 1, "MFU"
-    elif r.get("hfu_pct"):
-        c.hfu_measured, c.hfu_predicted = r["hfu_pct"], 100 * e.hfu
-        c.error, c.basis = c.hfu_predicted / c.hfu_measured - 1, "HFU"
-    else:
-        c.skipped = "no tokens/s, iteration time, MFU or HFU to compare with"
+    if c.skipped:
         return c
     from wanka.plan.uncertainty import judge
 
@@ -386,16 +337,52 @@ def check_row(row: dict) -> Check:
     return c
 
 
-def _measured_mfu(r: dict, hw: dict) -> float | None:
-    """MFU in % of the BF16 dense peak, as the source counts model FLOPs (none when it counts HFU)."""
-    counting = str(r.get("tflops_counting") or "").lower()
-    mfu = r.get("mfu_pct")
-    if mfu is None and r.get("tflops_per_gpu") and hw.get("peak_dense_tflops_bf16_fp16") \
-            and "hfu" not in counting and "recompute" not in counting:
-        mfu = 100 * r["tflops_per_gpu"] / hw["peak_dense_tflops_bf16_fp16"]
-    if mfu and "fp8 peak" in counting:
-        mfu *= 2  # NVIDIA's FP8 rows count against the FP8 peak (2x BF16 on Hopper/Blackwell)
-    return mfu
+def _check_size(row: dict, model, assumed: list[str]) -> None:
+    """List it when the model as read is not the size the row states (a field misread or assumed wrong)."""
+    from wanka.workload.params import param_counts
+
+    pc, a = param_counts(model), _sec(row, "architecture")
+    for key, ours in (("total_params_B", pc.total / 1e9), ("active_params_B", pc.active / 1e9)):
+        stated = a.get(key)
+        if isinstance(stated, (int, float)) and stated > 0 and abs(ours / stated - 1) > 0.1:
+            assumed.append(f"model as read has {ours:.1f}B parameters, the row states {key} {stated:g}")
+
+
+def _compare(row: dict, c: Check, e, model, cluster) -> None:
+    """What `c` compares with: a whole run's average (plan/run_level.py: steady state x the run's
+    expected goodput), else tokens/s per GPU, else MFU, else HFU (both in the planner's FLOP count
+    and peak, plan/row_measured.py)."""
+    from wanka.plan.run_level import row_goodput, run_level_reason, run_level_tokens_per_gpu
+
+    r = _sec(row, "result")
+    convention = flops_convention(counting_text(row, r))
+    if convention != "full":
+        c.assumed.append(f"measured MFU/HFU converted from a {convention} FLOP count to 6N + 12 L h s")
+    mfu, hfu = measured_mfu(row, cluster.gpu.peak("bf16"), c.assumed)
+    c.mfu_measured = mfu and to_planner_flops(mfu, convention, model, model.seq_len)
+    hfu = hfu and to_planner_flops(hfu, convention, model, model.seq_len)
+    c.measured, _ = measured_tokens_per_gpu(row, e.layout)
+    runlevel = run_level_reason(row)
+    if runlevel:  # a whole run's average: steady state x the run's expected goodput (plan/run_level.py)
+        c.measured = c.measured or run_level_tokens_per_gpu(row)
+        if c.measured:
+            g, why = row_goodput(model, cluster, row_year(row))
+            c.predicted_steady_state, c.goodput, c.goodput_detail = c.predicted, g.goodput, g.as_dict()
+            c.predicted = c.predicted_steady_state * g.goodput
+            c.basis, c.error = "run-level", c.predicted / c.measured - 1
+            c.assumed += [runlevel, f"goodput {g.goodput:.1%}"]
+            c.goodput_detail["inputs"] = why
+        else:
+            c.skipped = "run-level row without result.training_tokens and GPU-hours (or days)"
+    elif c.measured:
+        c.error, c.basis = c.predicted / c.measured - 1, "tokens/s"
+    elif c.mfu_measured:
+        c.error, c.basis = c.mfu_predicted / c.mfu_measured - 1, "MFU"
+    elif hfu:
+        c.hfu_measured, c.hfu_predicted = hfu, 100 * e.hfu
+        c.error, c.basis = c.hfu_predicted / c.hfu_measured - 1, "HFU"
+    else:
+        c.skipped = "no result.tokens_per_sec_per_gpu, iteration_time_s, mfu_pct, hfu_pct or tflops_per_gpu to compare with"
 
 
 def quantile(values: list[float], q: float) -> float:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 
+from wanka.plan.row_measured import runlevel_tokens_per_gpu as run_level_tokens_per_gpu  # noqa: F401 (one definition)
 from wanka.reliability.failures import load_failure_model
 from wanka.reliability.goodput import RunGoodput, run_goodput
 from wanka.workload.params import param_counts
@@ -64,19 +65,6 @@ def run_level_reason(row: dict) -> str | None:
     text = " ".join([str(row.get("notes") or "")] + [str(v) for v in r.values() if isinstance(v, str)])
     if _SAYS_RUN_LEVEL.search(text):
         return "run-level (its notes say so)"
-    return None
-
-
-def run_level_tokens_per_gpu(row: dict) -> float | None:
-    """Training tokens / GPU-seconds of the whole run: from GPU-hours, else from days x GPUs."""
-    r, gpus = _sec(row, "result"), _sec(row, "hardware").get("gpu_count")
-    tokens = r.get("training_tokens")
-    if not isinstance(tokens, (int, float)) or tokens <= 0:
-        return None
-    if isinstance(r.get("gpu_hours"), (int, float)) and r["gpu_hours"] > 0:
-        return tokens / (r["gpu_hours"] * 3600.0)
-    if isinstance(r.get("training_days"), (int, float)) and r["training_days"] > 0 and isinstance(gpus, int) and gpus > 0:
-        return tokens / (gpus * r["training_days"] * 86400.0)
     return None
 
 
