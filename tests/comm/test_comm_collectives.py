@@ -97,10 +97,12 @@ def test_all_to_all_and_send_recv(meta):
     g = group_for_stride(meta, 8, 1)
     S = 64 * MB
     t = collective_time(meta, "all_to_all", S, g)
-    assert t == pytest.approx((8.4 + 2 * 3.4 + 0.5 * 7) * 1e-6 + S * 7 / 8 / (450e9 * 0.8), rel=1e-12)
+    # SimAI ata_ratio.csv, one node over NVLink: 0.60 at 64 MiB per rank of 0.78 at 16 GiB
+    eff = 0.60 / 0.78
+    assert t == pytest.approx((8.4 + 2 * 3.4 + 0.5 * 7) * 1e-6 + S * 7 / 8 / (450e9 * 0.8 * eff), rel=1e-12)
     inter = group_for_stride(meta, 64, 1)  # 8 nodes: 7/8 of the bytes leave the node through the NIC
     t2 = collective_time(meta, "all_to_all", S, inter)
-    assert t2 > S * 56 / 64 / (50e9 * 0.92)
+    assert t2 > S * 56 / 64 / (50e9 * 0.92 * 0.82 / 0.94)  # 8-node column: 0.82 at 64 MiB of 0.94
     p2p = collective_time(meta, "send_recv", S, group_for_stride(meta, 2, 8))
     assert p2p == pytest.approx((8.4 + 14.0) * 1e-6 + S / (50e9 * 0.92), rel=1e-12)
 

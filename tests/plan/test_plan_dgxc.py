@@ -42,7 +42,7 @@ def test_every_row_is_priced_or_skipped_for_a_stated_reason(summary):
     assert summary["compared"] >= 310
     skipped = [check_row(r) for r in ROWS]
     assert all("ep" in c.skipped for c in skipped if c.skipped)  # expert parallelism across TP ranks (ETP < TP)
-    assert summary["median_abs_error"] <= 0.066  # 4.6% (Dec 2026, MoE second pass) + 2 points
+    assert summary["median_abs_error"] <= 0.065  # 4.5% (Dec 2026, measured NCCL all-to-all rate) + 2 points
 
 
 def test_dense_h100_nemo_runs_within_8_percent():

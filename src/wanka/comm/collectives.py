@@ -26,6 +26,7 @@ import math
 from typing import TYPE_CHECKING
 
 from wanka.comm import nccl_model as K
+from wanka.comm.alltoall_efficiency import alltoall_size_efficiency
 from wanka.comm.groups import Group
 from wanka.errors import SpecError
 
@@ -117,7 +118,8 @@ def _hierarchical_time_s(cluster, kind, nbytes, g, proto) -> float:
 
 def _all_to_all_time_s(cluster, nbytes, g) -> float:
     """Each rank sends nbytes/size to every peer; traffic to peers first reached at level i
-    crosses level i and every level below it on the way out (the NIC for all network levels)."""
+    crosses level i and every level below it on the way out (the NIC for all network levels);
+    the bandwidth term is divided by the measured size/node-count efficiency (alltoall_efficiency)."""
     n = g.size
     if n == 1:
         return 0.0
@@ -129,6 +131,8 @@ def _all_to_all_time_s(cluster, nbytes, g) -> float:
         through = sum(bytes_at[i:])  # everything that leaves a level-(i-1) unit crosses level i
         if through > 0:
             t_bw = max(t_bw, through / (cluster.levels[i].bandwidth_GBps * _eff(cluster, i) * 1e9))
+    # measured fall-off below large messages, by how many scale-up domains the group spans
+    t_bw /= alltoall_size_efficiency(nbytes, g.units_used()[0])
     top = g.top_level
     lat_us = K.BASE_LAT_US["ring"][2] + 2 * _level_lat_us(cluster, top, "ring", 2) + K.A2A_PER_PEER_US * (n - 1)
     return lat_us * 1e-6 + t_bw
