@@ -97,8 +97,9 @@ def test_pipeline_transfers_hide_under_the_chunks_in_the_estimate():
     hidden = estimate(m, c, lay, options=dataclasses.replace(base, pp_p2p_overlap=True))
     assert serial.breakdown["pp_comm"] > 0 and hidden.breakdown["pp_comm"] < serial.breakdown["pp_comm"]
     assert hidden.step_time_s < serial.step_time_s
-    # the fill and flush still wait for every transfer (NeMo communication_overlap.rst)
-    assert hidden.breakdown["pipeline_bubble"] == pytest.approx(serial.breakdown["pipeline_bubble"])
+    # the fill and flush still wait for every transfer (NeMo communication_overlap.rst), each hop of the
+    # vpp-chunk ring (plan/interleaved.fill_flush_p2p_s; tests/plan/test_plan_interleaved_fill.py)
+    assert hidden.breakdown["pipeline_bubble"] > serial.breakdown["pipeline_bubble"]
     # vpp 1: overlap_p2p_comm does not apply
     flat = Layout.parse("tp=4,pp=8,vpp=1,mbs=2,gbs=512,precision=fp8")
     a = estimate(m, c, flat, options=base)

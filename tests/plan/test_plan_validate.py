@@ -19,7 +19,8 @@ def test_validate_reports_every_row_of_the_calibration_file(run_cli):
     tokens = [r for r in doc["rows"] if r["basis"] == "tokens/s"]
     assert len(tokens) == 30  # the rows the calibration test holds to 10% / 30%
     # every compared row, the Megatron-Core H100 ones on MFU included (their FFN/mbs are assumed)
-    assert s["compared"] == 39 and s["median_abs_error"] <= 0.10 and s["max_abs_error"] <= 0.30
+    # median 4.1% (Dec 2026, the interleaved fill's chunk ring: plan/interleaved.fill_flush_p2p_s) + 2 points
+    assert s["compared"] == 39 and s["median_abs_error"] <= 0.062 and s["max_abs_error"] <= 0.30
     # DeepSpeed's 2021 ZeRO-3 rows with stage 3's own defaults (13.7% before; docs/plan.md "ZeRO-3")
     assert s["by_family"]["deepspeed"]["compared"] == 6 and s["by_family"]["deepspeed"]["median_abs_error"] <= 0.08
     assert s["by_family"]["megatron-lm"]["median_abs_error"] <= 0.025  # SC'21 / MLSys'23 PTD-P rows: 2.1%

@@ -23,7 +23,7 @@ from wanka.plan import bf16_optimizer as ds_bf16
 from wanka.plan import efficiency as E
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
-from wanka.plan.interleaved import chunk_p2p_exposed_s
+from wanka.plan.interleaved import chunk_p2p_exposed_s, fill_flush_p2p_s
 from wanka.plan.exposure import (Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_exposed_gemm_bound,
                                  tp_layer_comm_s)
 from wanka.plan.uncertainty import mechanism_class
@@ -191,6 +191,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     fill_mb = fwd + bwd + p2p_mb + accum + overhead  # the fill and flush wait for every transfer
     if opts.pp_p2p_overlap and lay.vpp > 1:  # overlap_p2p_comm: hidden under the chunks of the 1F1B
         p2p_mb = chunk_p2p_exposed_s(p2p, lay.vpp, fwd, bwd)  # body only (plan/interleaved.py)
+        # ... but not in the fill and flush, which wait for every hop of the vpp-chunk ring
+        fill_mb += fill_flush_p2p_s(p2p, lay.vpp, lay.pp) * lay.vpp / (lay.pp - 1) - 2 * lay.vpp * p2p
     m = lay.microbatches
     per_mb = fwd + bwd + p2p_mb + accum + overhead
     if dualpipe:  # bubble (pp/2 - 1)(F&B + B - 3W), F&B = F + B, W = B/2 (DeepSeek-V3 Table 2)

@@ -49,6 +49,18 @@ def chunk_p2p_exposed_s(p2p_s: float, vpp: int, fwd_s: float, bwd_s: float) -> f
     return vpp * (max(0.0, p2p_s - fwd_s / vpp) + max(0.0, p2p_s - bwd_s / vpp))
 
 
+def fill_flush_p2p_s(p2p_s: float, vpp: int, pp: int) -> float:
+    """Transfers on the critical path of the fill and flush with overlap_p2p_comm (one step): every
+    hop of the first micro-batch's forward chain through all vpp * pp chunk-stages and of the last
+    one's backward chain, 2 (vpp pp - 1) transfers -- not the 2 (pp - 1) of the non-interleaved
+    pipeline. Megatron-Core's warmup (schedules.py: chunk id (k mod pp vpp) // pp, warmup
+    2 (pp - rank - 1) + (vpp - 1) pp forwards) makes stage 0 wait at each chunk boundary for micro-
+    batch 0 to come round the ring; in the 1F1B body a transfer shorter than the chunk it hides under
+    costs nothing. Exact against an event simulation of that order (tests/plan/test_plan_interleaved_fill.py)
+    while a transfer is no longer than a chunk's forward; with vpp = 1 it is 2 (pp - 1) transfers."""
+    return 2 * (vpp * pp - 1) * p2p_s
+
+
 def chunk_grad_exposed_s(grad_s: float, vpp: int, pp: int, bwd_s: float) -> float:
     """Reduce-scatter time past the end of the last backward when each chunk's (grad_s / vpp) is
     launched as the chunk's last backward ends (delay_grad_reduce) and queues behind the others;
