@@ -8,7 +8,8 @@ import pytest
 
 from wanka.hardware.catalog import gpu
 from wanka.plan.frameworks import family_of
-from wanka.plan.published import check_row, framework_options, load_rows, row_cluster, row_layout, summary
+from wanka.plan.published import check_row, framework_options, load_rows, row_cluster, row_layout
+from wanka.plan.validate_summary import summary
 
 # measured when the set was added (Dec 2026): median |error| 56.7% with the 2021-22 megatron-deepspeed
 # profile on the Gaudi2 rows (unfused attention, 11 ms per layer per micro-batch); 24.2% with the

@@ -32,7 +32,7 @@ def _framework(row, name):
 
 @pytest.fixture(scope="module")
 def summary():
-    from wanka.plan.published import summary as summarise
+    from wanka.plan.validate_summary import summary as summarise
 
     return summarise([check_row(r) for r in ROWS])
 

@@ -197,7 +197,7 @@ def test_glm_130b_rows_are_thudms_logged_speed_tests_on_40gb_a100s():
 def test_set_median_holds_where_it_reached():
     """Median |error| of the six rows: 3.4% (Dec 2026: BF16_Optimizer and the measured per-layer
     overhead priced; 22.7% before the overhead) -- held at that plus 2 points."""
-    from wanka.plan.published import summary
+    from wanka.plan.validate_summary import summary
 
     s = summary([check_row(r) for r in load_rows("megatron_deepspeed")])
     assert s["compared"] == 6 and s["median_abs_error"] <= 0.054

@@ -114,7 +114,7 @@ def test_zero_stage_from_free_text(text, stage):
 
 
 def test_run_level_rows_are_priced_with_goodput_outside_the_steady_state_statistics():
-    from wanka.plan.published import summary
+    from wanka.plan.validate_summary import summary
 
     row = _moe_row()
     row["id"] = "synthetic_runlevel"

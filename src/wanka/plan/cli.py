@@ -273,7 +273,8 @@ def cmd_scale(args):
 def cmd_validate(args):
     from dataclasses import asdict
 
-    from wanka.plan.published import check_row, load_rows, summary
+    from wanka.plan.published import check_row, load_rows
+    from wanka.plan.validate_summary import summary
 
     if args.fail_above is not None and not (args.fail_above > 0 and math.isfinite(args.fail_above)):
         raise SpecError("--fail-above", "a positive fraction, like 0.3", args.fail_above)
