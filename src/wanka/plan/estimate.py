@@ -159,21 +159,22 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         return fwd, bwd, rec, comm, runs
 
     # every distinct stage (dense/MoE mix, output layer) is priced; the slowest sets the pace
-    accum = overhead = 0.0
+    # each stage's compute plus what it pays per micro-batch beside it: BF16_Optimizer's fp32
+    # accumulation of its own parameters (plan/bf16_optimizer.py) and the framework's fixed cost per
+    # layer (Options.layer_microbatch_overhead_s); stages of the same (dense, MoE, last) kind priced once
     bf16_opt = ds_bf16.applies(opts, lay)
-    if bf16_opt or opts.layer_microbatch_overhead_s:
-        # each stage's compute plus what it pays per micro-batch beside it: BF16_Optimizer's fp32
-        # accumulation of its own parameters (plan/bf16_optimizer.py) and the framework's fixed cost
-        # per layer (Options.layer_microbatch_overhead_s)
-        def extras(i: int) -> tuple[float, float]:
-            acc = ds_bf16.accumulate_s(sum(_stage_params(model, lay, i)), E.hbm_Bps(gpu)) if bf16_opt else 0.0
-            return acc, sum(stage_layers(model, lay.pp, i)) * opts.layer_microbatch_overhead_s
-        priced = [(stage_pass(*stage_layers(model, lay.pp, i), i == lay.pp - 1), *extras(i))
-                  for i in distinct_stages(model, lay.pp)]
-        (fwd, bwd, rec, comm, runs), accum, overhead = max(priced, key=lambda r: r[0][0] + r[0][1] + r[1] + r[2])
-    else:
-        stages = {(*stage_layers(model, lay.pp, i), i == lay.pp - 1) for i in distinct_stages(model, lay.pp)}
-        fwd, bwd, rec, comm, runs = max((stage_pass(*st) for st in stages), key=lambda r: r[0] + r[1])
+    passes: dict[tuple, tuple] = {}
+
+    def priced(i: int) -> tuple:
+        dense, moe = stage_layers(model, lay.pp, i)
+        key = (dense, moe, i == lay.pp - 1)
+        if key not in passes:
+            passes[key] = stage_pass(*key)
+        acc = ds_bf16.accumulate_s(sum(_stage_params(model, lay, i)), E.hbm_Bps(gpu)) if bf16_opt else 0.0
+        return passes[key], acc, (dense + moe) * opts.layer_microbatch_overhead_s
+
+    (fwd, bwd, rec, comm, runs), accum, overhead = max(
+        map(priced, distinct_stages(model, lay.pp)), key=lambda r: r[0][0] + r[0][1] + r[1] + r[2])
 
     # each TP rank sends 1/tp of the activation with sequence parallelism or Megatron's scatter/gather
     # (Narayanan et al. SC'21 s.4.1); DeepSpeed's pipeline engine sends the whole output tensor

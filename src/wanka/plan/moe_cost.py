@@ -157,16 +157,12 @@ def allgather_dispatch_comm_s(cluster, lay, act_bytes: float, algorithm: str) ->
     nor MindSpeed's MC2 (both fuse the collectives of ColumnParallelLinear/RowParallelLinear) hide
     them; MindSpeed-LLM even restores the experts' plain linear forwards under MC2
     (modellink/core/models/gpt/gpt_layer_specs.py build_layers_wrapper@75f2e902022c)."""
-    from wanka.comm import collective_time, group_for_stride
+    from wanka.plan.exposure import _ct
 
-    size = lay.expert_tp * lay.ep
-    if size <= 1:
-        return 0.0
-    stride = lay.group("etp")[1]
-    group = group_for_stride(cluster, size, stride)
+    size, stride = lay.expert_tp * lay.ep, lay.group("etp")[1]
     nbytes = act_bytes * lay.ep  # the gathered tensor: every rank's tokens of the group
-    return (collective_time(cluster, "all_gather", nbytes, group, algorithm)
-            + collective_time(cluster, "reduce_scatter", nbytes, group, algorithm))
+    return (_ct(cluster, "all_gather", nbytes, size, stride, algorithm)
+            + _ct(cluster, "reduce_scatter", nbytes, size, stride, algorithm))
 
 
 def moe_execution_of_row(parallelism: dict) -> dict:

@@ -31,10 +31,10 @@ from pathlib import Path
 from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan.exposure import Options
-from wanka.plan.row_hardware import catalog_gpu, row_cluster  # noqa: F401 (validate and calibrate use both)
+from wanka.plan.row_hardware import row_cluster
 from wanka.plan.row_measured import (counting_text, flops_convention, measured_mfu, measured_tokens_per_gpu,
                                      to_planner_flops)
-from wanka.plan.row_text import (count, flag, mentions, offloaded, precision_of, recompute_of, text_of,
+from wanka.plan.row_text import (count, flag, mentions, offloaded, precision_of, recompute_of, section, text_of,
                                  row_seq_len, row_year, tp_overlap_named, unstated_zero, words,
                                  zero_stage)
 from wanka.workload.activations import RECOMPUTE_MODULES
@@ -70,18 +70,13 @@ def load_rows(path: str | Path) -> list[dict]:
     return rows
 
 
-def _sec(row: dict, key: str) -> dict:
-    v = row.get(key)
-    return v if isinstance(v, dict) else {}
-
-
 def _activation(text: str | None) -> str:
     t = words(text) or "gelu"  # gated units (SwiGLU, GeGLU, ReGLU, "gated GELU", SiLU/Swish-gated): 3 matrices
     return "swiglu" if re.search(r"glu\b|gated|silu|swish", t) else "gelu"  # GELU, (squared-)ReLU: 2 matrices
 
 
 def row_model(row: dict, assumed: list[str] | None = None):
-    a = _sec(row, "architecture")
+    a = section(row, "architecture")
     act = _activation(a.get("ffn_activation"))
     hidden = count(a, "hidden_size", "architecture")
     if a.get("ffn_hidden_size") is None and assumed is not None:
@@ -127,7 +122,7 @@ def _mla_from_preset(a: dict) -> dict:
 
 def row_layout(row: dict) -> tuple[Layout, list[str]]:
     """The row's layout and the defaults it needed (mbs, dp, sequence parallelism)."""
-    p, hw = _sec(row, "parallelism"), _sec(row, "hardware")
+    p, hw = section(row, "parallelism"), section(row, "hardware")
     assumed = []
     degrees = {k: count(p, k, "parallelism") for k in ("tp", "pp", "cp", "dp")}
     gpus = count(hw, "gpu_count", "hardware")
@@ -227,7 +222,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     from wanka.plan.frameworks import before_overlap_grad_reduce, family_of, framework
     from wanka.plan.moe_cost import moe_execution_of_row
 
-    p, a = _sec(row, "parallelism"), _sec(row, "architecture")
+    p, a = section(row, "parallelism"), section(row, "architecture")
     fw = text_of(p.get("framework"))
     year = row_year(row)
     # <= 2022: no FlashAttention, no TP overlap -- a Megatron-Core text cannot be that old (Megatron-Core, 2023)
@@ -310,7 +305,7 @@ def check_row(row: dict) -> Check:
     """Price one published run and compare; never raises for a row the planner cannot take."""
     from wanka.plan.estimate import estimate
     from wanka.plan.frameworks import family_of
-    p, hw = _sec(row, "parallelism"), _sec(row, "hardware")
+    p, hw = section(row, "parallelism"), section(row, "hardware")
     c = Check(id=str(row.get("id", "?")), gpus=hw.get("gpu_count") if isinstance(hw.get("gpu_count"), int) else None,
               family=family_of(p.get("framework"), p.get("zero_or_fsdp")))
     try:
@@ -340,7 +335,7 @@ def _check_size(row: dict, model, assumed: list[str]) -> None:
     """List it when the model as read is not the size the row states (a field misread or assumed wrong)."""
     from wanka.workload.params import param_counts
 
-    pc, a = param_counts(model), _sec(row, "architecture")
+    pc, a = param_counts(model), section(row, "architecture")
     for key, ours in (("total_params_B", pc.total / 1e9), ("active_params_B", pc.active / 1e9)):
         stated = a.get(key)
         if isinstance(stated, (int, float)) and stated > 0 and abs(ours / stated - 1) > 0.1:
@@ -353,7 +348,7 @@ def _compare(row: dict, c: Check, e, model, cluster) -> None:
     and peak, plan/row_measured.py)."""
     from wanka.plan.run_level import row_goodput, run_level_reason, run_level_tokens_per_gpu
 
-    r = _sec(row, "result")
+    r = section(row, "result")
     convention = flops_convention(counting_text(row, r))
     if convention != "full":
         c.assumed.append(f"measured MFU/HFU converted from a {convention} FLOP count to 6N + 12 L h s")

@@ -8,12 +8,7 @@ import re
 from wanka.cluster.model import Cluster
 from wanka.cluster.spec import parse_cluster_spec
 from wanka.errors import SpecError
-from wanka.plan.row_text import catalog_part, count, row_gpus
-
-
-def _sec(row: dict, key: str) -> dict:
-    v = row.get(key)
-    return v if isinstance(v, dict) else {}
+from wanka.plan.row_text import catalog_part, count, row_gpus, section
 
 
 def catalog_gpu(text: str) -> str:
@@ -25,7 +20,7 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     """The run's cluster: its GPUs, NVLink domain and per-GPU scale-out bandwidth on a fat-tree.
     A domain that does not divide the GPU count (128 GPUs of GB200 NVL72 racks) becomes the largest
     divisor of the count in whole nodes below it (64: a job takes 16 of a rack's 18 trays)."""
-    hw = _sec(row, "hardware")
+    hw = section(row, "hardware")
     # a part the catalog lacks, stated by the row itself (`hardware.part`: an inline GPU with its
     # sources, e.g. torchtitan's 500 W HBM2e H100s); its name keeps the catalog family prefix
     part = hw.get("part") if isinstance(hw.get("part"), dict) else None

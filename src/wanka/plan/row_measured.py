@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from wanka.errors import SpecError
-from wanka.plan.row_text import words
+from wanka.plan.row_text import section, words
 
 
 def amount(section: dict, key: str, where: str) -> float | None:
@@ -70,7 +70,7 @@ def to_planner_flops(mfu: float, convention: str, model, seq_len: int) -> float:
 def measured_mfu(row: dict, catalogue_peak: float, assumed: list[str]) -> tuple[float | None, float | None]:
     """(MFU %, HFU %) against the catalogue's dense BF16 peak, in the row's FLOP convention (the
     caller converts that); None where the row gives neither."""
-    r, hw = _sec(row, "result"), _sec(row, "hardware")
+    r, hw = section(row, "result"), section(row, "hardware")
     counting = counting_text(row, r)
     stated_peak = amount(hw, "peak_dense_tflops_bf16_fp16", "hardware")
     tflops = amount(r, "tflops_per_gpu", "result")
@@ -98,7 +98,7 @@ def measured_mfu(row: dict, catalogue_peak: float, assumed: list[str]) -> tuple[
 
 
 def measured_tokens_per_gpu(row: dict, lay=None) -> tuple[float | None, str]:
-    r, hw, a, p = _sec(row, "result"), _sec(row, "hardware"), _sec(row, "architecture"), _sec(row, "parallelism")
+    r, hw, a, p = section(row, "result"), section(row, "hardware"), section(row, "architecture"), section(row, "parallelism")
     gpus = amount(hw, "gpu_count", "hardware")
     per_gpu = amount(r, "tokens_per_sec_per_gpu", "result")
     if per_gpu:
@@ -111,21 +111,3 @@ def measured_tokens_per_gpu(row: dict, lay=None) -> tuple[float | None, str]:
     if step and gpus and lay is not None and seq:
         return lay.gbs * seq / step / gpus, "iteration_time_s"
     return None, "none"
-
-
-def runlevel_tokens_per_gpu(row: dict) -> float | None:
-    """A whole run's training tokens / GPU-seconds: from GPU-hours, or days x GPUs."""
-    r, hw = _sec(row, "result"), _sec(row, "hardware")
-    tokens = amount(r, "training_tokens", "result")
-    if not tokens:
-        return None
-    gpu_hours = amount(r, "gpu_hours", "result")
-    days, gpus = amount(r, "training_days", "result"), amount(hw, "gpu_count", "hardware")
-    if gpu_hours:
-        return tokens / (gpu_hours * 3600)
-    return tokens / (days * 86400 * gpus) if days and gpus else None
-
-
-def _sec(row: dict, key: str) -> dict:
-    v = row.get(key)
-    return v if isinstance(v, dict) else {}

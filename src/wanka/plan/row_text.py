@@ -249,7 +249,7 @@ def tp_overlap_named(text: str) -> bool:
 
 def row_gpus(row: dict, assumed: list[str] | None = None) -> int:
     """hardware.gpu_count, else tp x pp x cp x dp when the row states all four (assumed)."""
-    hw, p = _section(row, "hardware"), _section(row, "parallelism")
+    hw, p = section(row, "hardware"), section(row, "parallelism")
     gpus = count(hw, "gpu_count", "hardware")
     if gpus is None:
         degrees = [count(p, k, "parallelism") for k in ("tp", "pp", "dp")] + [count(p, "cp", "parallelism") or 1]
@@ -263,10 +263,11 @@ def row_gpus(row: dict, assumed: list[str] | None = None) -> int:
 
 def row_seq_len(row: dict) -> int | None:
     """architecture.seq_len, else parallelism.seq_len (some rows keep it with the batch)."""
-    return count(_section(row, "architecture"), "seq_len", "architecture") or count(
-        _section(row, "parallelism"), "seq_len", "parallelism")
+    return count(section(row, "architecture"), "seq_len", "architecture") or count(
+        section(row, "parallelism"), "seq_len", "parallelism")
 
 
-def _section(row: dict, key: str) -> dict:
+def section(row: dict, key: str) -> dict:
+    """A row's section (architecture, hardware, parallelism, result); {} when missing or not a mapping."""
     v = row.get(key)
     return v if isinstance(v, dict) else {}

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import re
 
-from wanka.plan.row_measured import runlevel_tokens_per_gpu as run_level_tokens_per_gpu  # noqa: F401 (one definition)
+from wanka.plan.row_measured import amount
+from wanka.plan.row_text import section
 from wanka.reliability.failures import load_failure_model
 from wanka.reliability.goodput import RunGoodput, run_goodput
 from wanka.workload.params import param_counts
@@ -49,14 +50,9 @@ _SAYS_RUN_LEVEL = re.compile(
     r"tokens\s*/\s*\(?(?:the\s+)?(?:total\s+)?(?:gpu[- _]?hours|gpu[- ]?days)", re.IGNORECASE)
 
 
-def _sec(row: dict, key: str) -> dict:
-    v = row.get(key)
-    return v if isinstance(v, dict) else {}
-
-
 def run_level_reason(row: dict) -> str | None:
     """Why this row is a whole run's average (recorded in its `assumed` list), or None."""
-    r = _sec(row, "result")
+    r = section(row, "result")
     if str(row.get("id", "")).endswith("_runlevel"):
         return "run-level (id ends in _runlevel)"
     if r.get("training_tokens") and (r.get("gpu_hours") or r.get("training_days")) \
@@ -66,6 +62,19 @@ def run_level_reason(row: dict) -> str | None:
     if _SAYS_RUN_LEVEL.search(text):
         return "run-level (its notes say so)"
     return None
+
+
+def run_level_tokens_per_gpu(row: dict) -> float | None:
+    """A whole run's training tokens / GPU-seconds: from GPU-hours, or days x GPUs."""
+    r, hw = section(row, "result"), section(row, "hardware")
+    tokens = amount(r, "training_tokens", "result")
+    if not tokens:
+        return None
+    gpu_hours = amount(r, "gpu_hours", "result")
+    days, gpus = amount(r, "training_days", "result"), amount(hw, "gpu_count", "hardware")
+    if gpu_hours:
+        return tokens / (gpu_hours * 3600)
+    return tokens / (days * 86400 * gpus) if days and gpus else None
 
 
 def failure_model_for(gpu: str, year: int | None) -> str:

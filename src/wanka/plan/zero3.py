@@ -90,11 +90,11 @@ def exposed_s(items: list[tuple], grad_overlap: bool, max_live: float = math.inf
         if items[k][1] <= 0:
             continue
         launch = next((i for i in range(p, k) if live[i] < max_live), k)
-        hidden_rs = sum(rs[max(p - 1, 0):k - 1]) if p > 0 else sum(rs[:k - 1])
+        hidden_rs = sum(rs[max(p - 1, 0):k - 1])
         out += items[k - 1][3] * max(0.0, items[k][1] + hidden_rs - sum(c[launch:k]))
         p = k
     if grad_overlap:  # reduce-scatters after the last gather, the last one ends the backward
-        tail = rs[max(p - 1, 0):-1] if p > 0 else rs[:-1]
+        tail = rs[max(p - 1, 0):-1]
         out += items[-1][3] * max(0.0, sum(tail) - sum(c[p:])) + rs[-1]
     return out
 
