@@ -70,8 +70,52 @@ GEMM_EFFICIENCY = {  # (architecture, precision) -> fraction of that precision's
 # ratios, 0.70-0.83, times 0.90-0.994); the rule, not a fit, picks the value (the MLPerf GPT-3 rows
 # would sit nearest zero near 0.73: docs/plan.md 'Non-NVIDIA accelerators' lists the rows at each end).
 GAUDI2_FP8_OPERATOR_MFU = 0.90  # Lee et al. 2025, arXiv:2503.09975
-H100_FP8_MAMF = 1402.6 / 1979  # stas00/ml-engineering MAMF table (v2, torch 2.7.0+cu126)
-GEMM_EFFICIENCY[("gaudi2", "fp8")] = round(GAUDI2_FP8_OPERATOR_MFU * GEMM_EFFICIENCY[("hopper", "fp8")] / H100_FP8_MAMF, 3)
+# H100 SXM best-shape matmul over its datasheet peak: stas00/ml-engineering compute/accelerator/README.md
+# @744d01e18b79 'Maximum Achievable Matmul FLOPS comparison table' (BF16 794.5 of 989, torch 2.7.0+cu126;
+# FP8 1402.6 of 1979, the same figures as @b9e29720eebd)
+H100_MAMF = {"16bit": 794.5 / 989, "fp8": 1402.6 / 1979}
+
+
+def in_step_from_operator(operator_fraction: float, kind: str) -> float:
+    """The rule for accelerators whose only published GEMM figure is a best-shape operator benchmark
+    (a MAMF/MAF table, a vendor's hipBLASLt or operator figure): carry it into a training step by H100's
+    ratio of its in-step constant to its own best-shape figure at the same precision `kind` ("16bit"/"fp8"):
+    operator_fraction x GEMM_EFFICIENCY[hopper, kind] / H100_MAMF[kind]. An assumption (docs/plan.md
+    'Non-NVIDIA accelerators'): that a part loses as much between its best shape and a training step as H100 does."""
+    return round(operator_fraction * GEMM_EFFICIENCY[("hopper", kind)] / H100_MAMF[kind], 3)
+
+
+GEMM_EFFICIENCY[("gaudi2", "fp8")] = in_step_from_operator(GAUDI2_FP8_OPERATOR_MFU, "fp8")
+# AMD CDNA 3 / CDNA 4, per part: a part's sustained GEMM clock is set by its board power (AMD measures
+# MI300X at 750 W sustaining 1,207 MHz and MI325X, the same compute at 1,000 W, 1,447 MHz in BF16 MAF runs;
+# both peak at 2,100 MHz), so these figures are per part, not per architecture. Best-shape TFLOPS:
+# MI300X / MI325X from AMD's MAF table (rocm.blogs.amd.com/software-tools-optimization/
+# measuring-max-achievable-flops-part2, Table 1, hipBLASLt db8e93b4fd6, Feb 2025); MI355X BF16 from
+# stas00/ml-engineering @744d01e18b79 MAMF table (1565.0, torch 2.8.0+rocm7.0.2; that row's 'Theory 2300'
+# disagrees with the page's own MI355X TFLOPS table, 2500: the fraction is taken of the catalog peak).
+AMD_MATMUL_TFLOPS = {"mi300x": {"16bit": 708.0, "fp8": 1273.0}, "mi325x": {"16bit": 843.0, "fp8": 1519.0}, "mi355x": {"16bit": 1565.0}}
+# No CDNA 4 FP8 best-shape figure is published (Dec 2026 search: AMD blogs, ROCm docs, the MAMF table's
+# empty FP8 AMD rows). Assumption: FP8 reaches the same fraction of BF16's as on CDNA 3 -- in AMD's table
+# (FP8 / 2,614.9) / (BF16 / 1,307.4) = 0.899 (MI300X) and 0.901 (MI325X); their mean is used.
+# MI350X: no figure at all; same silicon as MI355X at 2.2 vs 2.4 GHz and 1,000 vs 1,400 W. It takes
+# MI355X's fractions (of its own, clock-scaled peak): its sustained clock under 1,000 W is not published,
+# so the power cap's extra loss (CDNA 3 above: 20% clock for 750 vs 1,000 W) is not priced.
+AMD_SAME_FRACTIONS_AS = {"mi350x": "mi355x"}
+
+
+def _amd_fractions() -> dict[tuple[str, str], float]:
+    from wanka.hardware.catalog import gpu as catalog_gpu
+
+    peak = {"16bit": "bf16", "fp8": "fp8"}
+    frac = {(part, kind): tf / catalog_gpu(part).peak(peak[kind]) for part, d in AMD_MATMUL_TFLOPS.items() for kind, tf in d.items()}
+    cdna3 = [frac[(p, "fp8")] / frac[(p, "16bit")] for p in ("mi300x", "mi325x")]
+    frac[("mi355x", "fp8")] = frac[("mi355x", "16bit")] * sum(cdna3) / len(cdna3)
+    return frac
+
+
+AMD_OPERATOR_FRACTION = _amd_fractions()
+for (_part, _kind), _f in AMD_OPERATOR_FRACTION.items():
+    GEMM_EFFICIENCY[(_part, _kind)] = in_step_from_operator(_f, _kind)
 ATTENTION_EFFICIENCY = {"ampere": 0.45, "hopper": 0.55, "blackwell": 0.55, "other": 0.4}
 # FlashAttention-2 on H100 SXM5, head dim 128, BF16, 16K tokens (Shah et al. 2024, FA3 paper Fig. 5
 # and 6): causal forward 335 TFLOP/s = 0.339 of 989.4; backward 322 = 0.326 (the paper's backward
@@ -108,6 +152,8 @@ def architecture(g: GPU) -> str:
         return "blackwell"
     if name.startswith("gaudi2"):
         return "gaudi2"
+    if name in AMD_SAME_FRACTIONS_AS or name in AMD_MATMUL_TFLOPS:
+        return AMD_SAME_FRACTIONS_AS.get(name, name)
     return "other"
 
 
