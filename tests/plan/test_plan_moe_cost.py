@@ -67,3 +67,16 @@ def test_capacity_factor_pads_every_expert_to_capacity(mixtral):
     assert padded.step_time_s == pytest.approx(
         estimate(m, c, lay, options=Options(moe_capacity_factor=1.25, moe_imbalance=3.0)).step_time_s)
     assert estimate(m, c, lay, options=Options(moe_capacity_factor=2.0)).step_time_s > padded.step_time_s
+
+
+@pytest.mark.parametrize("overlap", [0.0, 0.5, 0.8])
+def test_tp_overlap_hides_the_attention_not_the_routed_tokens_collectives(mixtral, overlap):
+    """The routed copies' expert-TP all-gather/reduce-scatter are plain collectives in Megatron-Core's
+    all-to-all dispatcher (moe_cost.moe_layer_tp_comm_s): TE userbuffers hide only the attention's pair.
+    Per layer: whole (etp = 1) = a (1 - f); split (etp = tp) = a (1 - f) + top_k a, a = one raw pair."""
+    m, c = mixtral
+    opts = Options(tp_overlap=overlap)
+    split = estimate(m, c, Layout.parse("tp=4,ep=4,gbs=64"), options=opts)
+    whole = estimate(m, c, Layout.parse("tp=4,ep=4,etp=1,gbs=64"), options=opts)
+    ratio = split.breakdown["tp_comm"] / whole.breakdown["tp_comm"]
+    assert ratio == pytest.approx(1 + m.moe.top_k / (1 - overlap), rel=1e-9)

@@ -27,7 +27,7 @@ from wanka.plan.interleaved import chunk_p2p_exposed_s, fill_flush_p2p_s
 from wanka.plan.exposure import (Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_exposed_gemm_bound,
                                  tp_layer_comm_s)
 from wanka.plan.uncertainty import mechanism_class
-from wanka.plan.moe_cost import allgather_dispatch_comm_s, moe_imbalance, moe_mlp_tp_multiplier
+from wanka.plan.moe_cost import allgather_dispatch_comm_s, moe_imbalance, moe_layer_tp_comm_s
 from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
 from wanka.plan.zero3 import zero3_microbatch_s
 from wanka.workload.flops import model_flops_per_token
@@ -99,7 +99,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
 
     tp_dense_s = tp_layer_comm_s(cluster, lay, act_bytes, opts)
     tp_raw_s = tp_dense_s  # without the overlap: tp_layer_comm_s is raw x (1 - tp_overlap)
-    if opts.tp_overlap_gemm_bound and 0.0 < opts.tp_overlap:
+    if 0.0 < opts.tp_overlap:
         tp_raw_s = (tp_dense_s / (1.0 - opts.tp_overlap) if opts.tp_overlap < 1.0 else
                     tp_layer_comm_s(cluster, lay, act_bytes, dataclasses.replace(opts, tp_overlap=0.0)))
     kv_heads = model.heads if (model.mla or opts.gqa_repeat_kv) else model.kv_heads_
@@ -111,7 +111,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         # the most-loaded EP rank's share, and the routed tokens' TP traffic (plan/moe_cost.py)
         imbalance = moe_imbalance(lay, tokens_mb * lay.expert_tp / lay.tp, model.moe.top_k, opts.moe_imbalance,
                                   opts.moe_capacity_factor)
-        tp_moe_s = tp_dense_s * (1 + moe_mlp_tp_multiplier(lay, model.moe.top_k, model.moe.shared_experts)) / 2
+        tp_moe_s = moe_layer_tp_comm_s(lay, model.moe.top_k, model.moe.shared_experts, tp_dense_s, tp_raw_s)
         if opts.moe_dispatcher == "allgather":  # attention (+ shared experts) as dense, then the
             # dispatcher's own all-gather/reduce-scatter over the TP x EP group, not hidden (moe_cost)
             tp_moe_s = (tp_dense_s * (1 + (1 if model.moe.shared_experts and lay.tp > 1 else 0)) / 2
