@@ -175,6 +175,27 @@ def allgather_dispatch_comm_s(cluster, lay, act_bytes: float, algorithm: str) ->
             + _ct(cluster, "reduce_scatter", nbytes, size, stride, algorithm))
 
 
+def shared_expert_overlap_ep_s(ep_fwd_s: float, shared_fwd_s: tuple[float, ...]) -> tuple[float, float]:
+    """(forward, backward) exposed EP all-to-all of one MoE layer under --moe-shared-expert-overlap.
+    `ep_fwd_s`: the layer's dispatch + combine forward (two equal all-to-alls); `shared_fwd_s`: the
+    shared experts' (up, down) GEMM forward times. Megatron-Core core_r0.11.0 token_dispatcher.py
+    MoEAlltoAllTokenDispatcher: token_permutation issues the dispatch all-to-all and then
+    shared_experts.linear_fc1_forward_and_act on the shared experts' own stream; token_unpermutation the
+    combine all-to-all and then linear_fc2_forward (shared_experts.py SharedExpertMLP, `stream`), so the
+    up GEMM runs beside the dispatch and the down GEMM beside the combine; the backward keeps the pairing
+    (set_tensor_grad_fn_sequence_sr orders the shared experts' gradient functions next to the
+    all-to-alls'), each GEMM's backward (dgrad + wgrad) twice its forward. Each all-to-all shows only
+    where it outlasts its GEMM: max(0, a2a - G). The shared experts' own TP all-gather/reduce-scatter,
+    which move to that stream too, stay priced as before (an approximation)."""
+    if len(shared_fwd_s) != 2:
+        return ep_fwd_s, ep_fwd_s
+    one = ep_fwd_s / 2
+    up, down = shared_fwd_s
+    fwd = max(0.0, one - up) + max(0.0, one - down)
+    bwd = max(0.0, one - 2 * up) + max(0.0, one - 2 * down)
+    return fwd, bwd
+
+
 def moe_execution_of_row(parallelism: dict) -> dict:
     """Options fields for how a published run's MoE layers ran, from its row: `moe_token_dispatcher`
     (the script's --moe-token-dispatcher-type, or the default it ran with) and `moe_grouped_gemm`
@@ -185,4 +206,6 @@ def moe_execution_of_row(parallelism: dict) -> dict:
         kw["moe_dispatcher"] = dispatcher
     if isinstance(parallelism.get("moe_grouped_gemm"), bool):
         kw["moe_grouped_gemm"] = parallelism["moe_grouped_gemm"]
+    # --moe-shared-expert-overlap (Options.moe_shared_expert_overlap) is not read from rows: with it the
+    # Qwen2 Folding rows, the only ones that state it, go +5..+16% (docs/plan.md "MoE, fourth pass")
     return kw
