@@ -67,3 +67,38 @@ def test_capacity_factor_pads_every_expert_to_capacity(mixtral):
     assert padded.step_time_s == pytest.approx(
         estimate(m, c, lay, options=Options(moe_capacity_factor=1.25, moe_imbalance=3.0)).step_time_s)
     assert estimate(m, c, lay, options=Options(moe_capacity_factor=2.0)).step_time_s > padded.step_time_s
+
+
+@pytest.mark.parametrize("overlap", [0.0, 0.5, 0.8])
+def test_tp_overlap_hides_the_attention_not_the_routed_tokens_collectives(mixtral, overlap):
+    """The routed copies' expert-TP all-gather/reduce-scatter are plain collectives in Megatron-Core's
+    all-to-all dispatcher (moe_cost.moe_layer_tp_comm_s): TE userbuffers hide only the attention's pair.
+    Per layer: whole (etp = 1) = a (1 - f); split (etp = tp) = a (1 - f) + top_k a, a = one raw pair."""
+    m, c = mixtral
+    opts = Options(tp_overlap=overlap)
+    split = estimate(m, c, Layout.parse("tp=4,ep=4,gbs=64"), options=opts)
+    whole = estimate(m, c, Layout.parse("tp=4,ep=4,etp=1,gbs=64"), options=opts)
+    ratio = split.breakdown["tp_comm"] / whole.breakdown["tp_comm"]
+    assert ratio == pytest.approx(1 + m.moe.top_k / (1 - overlap), rel=1e-9)
+
+
+def test_shared_expert_overlap_hides_each_all_to_all_under_its_gemm():
+    """Closed form (moe_cost.shared_expert_overlap_ep_s): dispatch beside the shared up GEMM, combine
+    beside the down GEMM, max(0, a2a - G) each; backward GEMMs twice as long."""
+    from wanka.plan.moe_cost import shared_expert_overlap_ep_s
+
+    assert shared_expert_overlap_ep_s(10.0, (3.0, 1.0)) == pytest.approx((2.0 + 4.0, 0.0 + 3.0))
+    assert shared_expert_overlap_ep_s(10.0, (6.0, 6.0)) == (0.0, 0.0)
+    assert shared_expert_overlap_ep_s(10.0, ()) == (10.0, 10.0)  # no shared experts: nothing beside them
+
+
+def test_shared_expert_overlap_in_a_step_removes_only_what_its_gemms_cover():
+    m, c = load_model("deepseek-v3"), load_cluster("meta-24k-h100", gpus=1024)
+    lay = Layout.parse("tp=2,pp=16,ep=64,etp=1,gbs=8192")
+    plain = estimate(m, c, lay)
+    over = estimate(m, c, lay, options=Options(moe_shared_expert_overlap=True))
+    saved = plain.breakdown["ep_comm"] - over.breakdown["ep_comm"]
+    assert 0 < saved < plain.breakdown["ep_comm"]  # one 2,048-wide shared expert hides part of 8-node all-to-alls
+    m_, pp = plain.layout.microbatches, plain.layout.pp  # the 1F1B fill and flush save it too
+    assert plain.step_time_s - over.step_time_s == pytest.approx(saved * (m_ + pp - 1) / m_, rel=0.02)
+    assert over.breakdown["compute"] == pytest.approx(plain.breakdown["compute"], rel=1e-9)

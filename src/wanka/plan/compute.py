@@ -41,6 +41,9 @@ class LayerTime:
     # forward times of the four GEMMs next to a dense layer's TP collectives (QKV, attention output,
     # MLP up, MLP down), for the bound an overlap cannot beat (exposure.tp_exposed_gemm_bound); () if not those
     tp_gemm_fwd_s: tuple[float, ...] = ()
+    # forward times of the shared experts' up and down GEMMs (MoE layers with shared experts), which
+    # --moe-shared-expert-overlap runs beside the dispatch and combine all-to-alls (moe_cost); () if none
+    shared_fwd_s: tuple[float, ...] = ()
 
 
 def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_bytes: int,
@@ -233,7 +236,8 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
             recompute_s += tokens * m.moe.top_k * (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden / tp / hbm
     names = ("qkv", "attn_out", "mlp_up", "mlp_down")
     tp_gemms = tuple(by_name[n] for n in names) if all(n in by_name for n in names) else ()
-    return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd, tp_gemms)
+    shared = tuple(by_name[n] for n in ("shared_up", "shared_down")) if "shared_up" in by_name else ()
+    return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd, tp_gemms, shared)
 
 
 @memo_by_identity(2)

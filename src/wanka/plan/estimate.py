@@ -27,7 +27,8 @@ from wanka.plan.interleaved import chunk_p2p_exposed_s, fill_flush_p2p_s
 from wanka.plan.exposure import (Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_exposed_gemm_bound,
                                  tp_layer_comm_s)
 from wanka.plan.uncertainty import mechanism_class
-from wanka.plan.moe_cost import allgather_dispatch_comm_s, moe_imbalance, moe_mlp_tp_multiplier
+from wanka.plan.moe_cost import (allgather_dispatch_comm_s, moe_imbalance, moe_layer_tp_comm_s,
+                                  shared_expert_overlap_ep_s)
 from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
 from wanka.plan.zero3 import zero3_microbatch_s
 from wanka.workload.flops import model_flops_per_token
@@ -99,7 +100,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
 
     tp_dense_s = tp_layer_comm_s(cluster, lay, act_bytes, opts)
     tp_raw_s = tp_dense_s  # without the overlap: tp_layer_comm_s is raw x (1 - tp_overlap)
-    if opts.tp_overlap_gemm_bound and 0.0 < opts.tp_overlap:
+    if 0.0 < opts.tp_overlap:
         tp_raw_s = (tp_dense_s / (1.0 - opts.tp_overlap) if opts.tp_overlap < 1.0 else
                     tp_layer_comm_s(cluster, lay, act_bytes, dataclasses.replace(opts, tp_overlap=0.0)))
     kv_heads = model.heads if (model.mla or opts.gqa_repeat_kv) else model.kv_heads_
@@ -111,7 +112,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         # the most-loaded EP rank's share, and the routed tokens' TP traffic (plan/moe_cost.py)
         imbalance = moe_imbalance(lay, tokens_mb * lay.expert_tp / lay.tp, model.moe.top_k, opts.moe_imbalance,
                                   opts.moe_capacity_factor)
-        tp_moe_s = tp_dense_s * (1 + moe_mlp_tp_multiplier(lay, model.moe.top_k, model.moe.shared_experts)) / 2
+        tp_moe_s = moe_layer_tp_comm_s(lay, model.moe.top_k, model.moe.shared_experts, tp_dense_s, tp_raw_s)
         if opts.moe_dispatcher == "allgather":  # attention (+ shared experts) as dense, then the
             # dispatcher's own all-gather/reduce-scatter over the TP x EP group, not hidden (moe_cost)
             tp_moe_s = (tp_dense_s * (1 + (1 if model.moe.shared_experts and lay.tp > 1 else 0)) / 2
@@ -135,7 +136,9 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
                             imbalance if is_moe else 1.0, opts.eager, opts.fp8_scaling,
                             opts.complex_rope, opts.moe_dispatcher, opts.moe_grouped_gemm)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
-            ep_l = ep_s if is_moe else 0.0
+            ep_l = ep_lb = ep_s if is_moe else 0.0
+            if is_moe and opts.moe_shared_expert_overlap:  # shared experts beside the all-to-alls (moe_cost)
+                ep_l, ep_lb = shared_expert_overlap_ep_s(ep_s, lt.shared_fwd_s)
             tp_l = tp_lb = tp_moe_s if is_moe else tp_dense_s
             # sequence parallel: the four all-gather/reduce-scatters, one beside each GEMM (exposure.py)
             if opts.tp_overlap_gemm_bound and sp and not is_moe and lt.tp_gemm_fwd_s and lay.tp > 1:
@@ -143,14 +146,14 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             full = lay.recompute == "full"
             # one layer's forward and backward (without a full-recompute replay) for ZeRO-3's units
             runs.append((lt, count, is_moe, lt.fwd_s * slow + tp_l + cp_f + ep_l,
-                         (lt.bwd_s + (0.0 if full else lt.recompute_s)) * slow + tp_lb + cp_b + ep_l))
+                         (lt.bwd_s + (0.0 if full else lt.recompute_s)) * slow + tp_lb + cp_b + ep_lb))
             fwd += count * (lt.fwd_s * slow + tp_l + cp_f + ep_l)
             bwd += count * ((lt.bwd_s + lt.recompute_s) * slow + tp_lb + (tp_l if full else 0.0) + cp_b
-                            + ep_l * (2 if full else 1))
+                            + ep_lb + (ep_l if full else 0.0))
             rec += count * lt.recompute_s * slow
             comm["tp"] += count * (tp_l * (2 if full else 1) + tp_lb)
             comm["cp"] += count * (cp_f + cp_b)
-            comm["ep"] += count * ep_l * (3 if full else 2)
+            comm["ep"] += count * (ep_l * (2 if full else 1) + ep_lb)
         if last:  # the output layer and loss run on the last stage
             ht = head_time(model, gpu, lay.mbs, s_loc, lay.tp, lay.precision, opts.eager_fp32_loss,
                            opts.megatron_unfused_ce)

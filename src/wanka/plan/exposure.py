@@ -90,6 +90,9 @@ class Options:
     # the local experts as one grouped GEMM (--moe-grouped-gemm) or one after another (SequentialMLP,
     # Megatron-Core's default: per-expert kernels and O(experts) gradient copies, wanka.plan.moe_cost)
     moe_grouped_gemm: bool = True
+    # --moe-shared-expert-overlap: the shared experts' GEMMs on a side stream beside the dispatch and
+    # combine all-to-alls, which then show only where they outlast them (moe_cost.shared_expert_overlap_ep_s)
+    moe_shared_expert_overlap: bool = False
     # a TP collective hides at most under the GEMM it overlaps (exposure.tp_exposed_gemm_bound); False:
     # tp_overlap applies whatever the GEMM lengths
     tp_overlap_gemm_bound: bool = True

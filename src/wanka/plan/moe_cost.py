@@ -28,7 +28,7 @@ instead:
   * experts split over the TP ranks (etp = tp > 1): after the EP all-to-all the routed tokens are
     all-gathered over the (expert-)TP group and reduce-scattered after the experts -- top_k copies
     of every token, top_k times the dense MLP's bytes (1 < etp < tp: priced on the TP group, an
-    approximation);
+    approximation), never hidden by TE's TP overlap (moe_layer_tp_comm_s);
   * experts not TP-split (etp = 1): the sequence-parallel tokens go straight into the all-to-all
     over the ep*etp ranks: no TP collective for the routed experts;
   * shared experts are TP-split like a dense MLP: one dense MLP's all-gather + reduce-scatter.
@@ -70,13 +70,23 @@ def moe_imbalance(lay, tokens_per_rank: float, top_k: int, override: float | Non
     return balanced_router_imbalance(tokens_per_rank * top_k * lay.ep, lay.ep)
 
 
-def moe_mlp_tp_multiplier(lay, top_k: int, shared_experts: int) -> float:
-    """TP traffic of an MoE layer's MLP part, in units of a dense MLP's (all-gather + reduce-scatter
-    of the layer's tokens): top_k with TP-split experts, 0 without, +1 for shared experts."""
+def moe_layer_tp_comm_s(lay, top_k: int, shared_experts: int, tp_dense_s: float, tp_raw_s: float) -> float:
+    """TP communication of one MoE layer forward (backward the same), all-to-all dispatcher.
+    `tp_dense_s`: a dense layer's (attention + MLP: two all-gather/reduce-scatter pairs) after the
+    framework's TP overlap; `tp_raw_s`: the same without the overlap. The attention's pair and the
+    shared experts' (TP-split linear layers, like a dense MLP) are overlapped as a dense layer's.
+    The routed copies' pair over the expert-TP group (etp > 1; top_k x a dense MLP's bytes) is not:
+    Megatron-Core core_r0.11.0 token_dispatcher.py MoEAlltoAllTokenDispatcher.token_permutation calls
+    gather_from_sequence_parallel_region(global_input_tokens, group=self.tp_group) after the EP
+    all-to-all and token_unpermutation reduce_scatter_to_sequence_parallel_region before the combine:
+    plain collectives on the compute stream, outside Transformer Engine's linear layers, so
+    --tp-comm-overlap's userbuffers (which fuse only the collectives of TE's column/row-parallel
+    linears) never see them. With etp = 1 the sequence-parallel tokens go straight into the all-to-all
+    over ep x etp ranks: no TP collective for the routed experts."""
     if lay.tp <= 1:
         return 0.0
     routed = float(top_k) if lay.expert_tp > 1 else 0.0
-    return routed + (1.0 if shared_experts else 0.0)
+    return tp_dense_s * (1.0 + (1.0 if shared_experts else 0.0)) / 2.0 + tp_raw_s * routed / 2.0
 
 
 # How the routed tokens reach the experts and the experts run (Options.moe_dispatcher,
@@ -165,6 +175,27 @@ def allgather_dispatch_comm_s(cluster, lay, act_bytes: float, algorithm: str) ->
             + _ct(cluster, "reduce_scatter", nbytes, size, stride, algorithm))
 
 
+def shared_expert_overlap_ep_s(ep_fwd_s: float, shared_fwd_s: tuple[float, ...]) -> tuple[float, float]:
+    """(forward, backward) exposed EP all-to-all of one MoE layer under --moe-shared-expert-overlap.
+    `ep_fwd_s`: the layer's dispatch + combine forward (two equal all-to-alls); `shared_fwd_s`: the
+    shared experts' (up, down) GEMM forward times. Megatron-Core core_r0.11.0 token_dispatcher.py
+    MoEAlltoAllTokenDispatcher: token_permutation issues the dispatch all-to-all and then
+    shared_experts.linear_fc1_forward_and_act on the shared experts' own stream; token_unpermutation the
+    combine all-to-all and then linear_fc2_forward (shared_experts.py SharedExpertMLP, `stream`), so the
+    up GEMM runs beside the dispatch and the down GEMM beside the combine; the backward keeps the pairing
+    (set_tensor_grad_fn_sequence_sr orders the shared experts' gradient functions next to the
+    all-to-alls'), each GEMM's backward (dgrad + wgrad) twice its forward. Each all-to-all shows only
+    where it outlasts its GEMM: max(0, a2a - G). The shared experts' own TP all-gather/reduce-scatter,
+    which move to that stream too, stay priced as before (an approximation)."""
+    if len(shared_fwd_s) != 2:
+        return ep_fwd_s, ep_fwd_s
+    one = ep_fwd_s / 2
+    up, down = shared_fwd_s
+    fwd = max(0.0, one - up) + max(0.0, one - down)
+    bwd = max(0.0, one - 2 * up) + max(0.0, one - 2 * down)
+    return fwd, bwd
+
+
 def moe_execution_of_row(parallelism: dict) -> dict:
     """Options fields for how a published run's MoE layers ran, from its row: `moe_token_dispatcher`
     (the script's --moe-token-dispatcher-type, or the default it ran with) and `moe_grouped_gemm`
@@ -175,4 +206,6 @@ def moe_execution_of_row(parallelism: dict) -> dict:
         kw["moe_dispatcher"] = dispatcher
     if isinstance(parallelism.get("moe_grouped_gemm"), bool):
         kw["moe_grouped_gemm"] = parallelism["moe_grouped_gemm"]
+    # --moe-shared-expert-overlap (Options.moe_shared_expert_overlap) is not read from rows: with it the
+    # Qwen2 Folding rows, the only ones that state it, go +5..+16% (docs/plan.md "MoE, fourth pass")
     return kw

@@ -57,6 +57,7 @@ RULES = {
     "moe_dispatch_bytes": ((lambda v: v is None or (type(v) is int and v in (1, 2, 4))), "1, 2 or 4 bytes per element, or None"),
     "moe_dispatcher": _choice("alltoall", "allgather"),
     "moe_grouped_gemm": _FLAG,
+    "moe_shared_expert_overlap": _FLAG,
     "tp_overlap_gemm_bound": _FLAG,
     "pp_scatter_gather": _FLAG,
     "eager": _FLAG,
