@@ -58,20 +58,38 @@ GEMM_EFFICIENCY = {  # (architecture, precision) -> fraction of that precision's
     ("blackwell", "fp8"): 0.40,
     ("other", "16bit"): 0.65,  # judgement: accelerators without public large-GEMM figures
     ("other", "fp8"): 0.55,
-}  # ("gaudi2", "fp8") is set below: an assumption with a stated range
-# Gaudi 2 FP8 GEMMs inside a training step -- an ASSUMPTION, derived, not measured in a training step.
-# What is published: FP8 GEMM operators on Gaudi 2 "frequently exceeding 90% MFU" (Lee et al. 2025,
-# arXiv:2503.09975, abstract; inference shapes, per-tensor static scales) and a BF16 matmul at 99.4% of
-# 432 TFLOPS at its best shape (stas00/ml-engineering compute/accelerator/README.md@b9e29720eebd, MAMF v1
-# table, Gaudi 1.15). Neither is a step: the constants above are in-step figures anchored end to end,
-# and on H100 they sit below that same MAMF table's best-shape figures -- FP8 0.50 of 0.709 (1402.6 of
-# 1979), BF16 0.62 of 0.803; A100 0.72 of 0.869. We carry the same-precision H100 ratio over to Gaudi 2's
-# FP8 operator figure: 0.90 x 0.50 / 0.709 = 0.63. The sources allow 0.63-0.83 (the H100-FP8 to A100
-# ratios, 0.70-0.83, times 0.90-0.994); the rule, not a fit, picks the value (the MLPerf GPT-3 rows
-# would sit nearest zero near 0.73: docs/plan.md 'Non-NVIDIA accelerators' lists the rows at each end).
-GAUDI2_FP8_OPERATOR_MFU = 0.90  # Lee et al. 2025, arXiv:2503.09975
-H100_FP8_MAMF = 1402.6 / 1979  # stas00/ml-engineering MAMF table (v2, torch 2.7.0+cu126)
-GEMM_EFFICIENCY[("gaudi2", "fp8")] = round(GAUDI2_FP8_OPERATOR_MFU * GEMM_EFFICIENCY[("hopper", "fp8")] / H100_FP8_MAMF, 3)
+}  # the Gaudi entries are set below by transfer_efficiency: an assumption with a stated basis
+# Best-shape matmul rate over the datasheet peak (MAMF): stas00/ml-engineering compute/accelerator/README.md
+# @744d01e18b79 'Maximum Achievable Matmul FLOPS comparison table' (BF16 and FP8 float8_e4m3fn tables): H100 SXM
+# 794.5 of 989 (torch 2.7.0+cu126) and 1402.6 of 1979; A100 SXM 271.2 of 312. One table, one harness for every part.
+MAMF_FRACTION = {("hopper", "16bit"): 794.5 / 989, ("hopper", "fp8"): 1402.6 / 1979, ("ampere", "16bit"): 271.2 / 312}
+
+
+def transfer_efficiency(operator_fraction: float, arch_ref: str = "hopper", precision: str = "fp8") -> float:
+    """In-step GEMM efficiency of a part that has a best-shape matmul figure but no training-step anchor:
+    `operator_fraction` (its MAMF over the peak the catalog states) times the in-step over best-shape ratio
+    of `arch_ref` at the same precision (GEMM_EFFICIENCY / MAMF_FRACTION). The planner's constants are
+    in-step figures set end to end; this carries the gap between a best-shape matmul and a training step
+    from a part that has both to one that has only the first -- an assumption (docs/plan.md
+    'Non-NVIDIA accelerators'), not a measurement of the part in a step."""
+    kind = "fp8" if precision == "fp8" else "16bit"
+    return operator_fraction * GEMM_EFFICIENCY[(arch_ref, kind)] / MAMF_FRACTION[(arch_ref, kind)]
+
+
+# --- Intel Gaudi -------------------------------------------------------------------------------------------
+# MAMF on Gaudi (the same table @744d01e18b79, PT_HPU_LAZY_MODE=1): Gaudi 2 BF16 418.7 TFLOPS (96.9% of 432,
+# shape 14336x15360x2048, torch 2.6.0+hpu_1.21.2) and FP8 826.5 (95.5% of 865, 6144x11264x5120); Gaudi 3 BF16
+# 1243.0 and FP8 1289.5 ('Theory' 1677: the shipping part's MME at 1,600 MHz, catalog.yaml gaudi3). The
+# fraction is taken of the catalog peak, which the GEMM time multiplies (Gaudi 3: of 1,835, so the clock
+# caveat is inside the measured figure). Earlier, without an FP8 MAMF: Lee et al. 2025 (arXiv:2503.09975,
+# abstract) FP8 GEMM operators 'frequently exceeding 90% MFU' on Gaudi 2 (inference shapes), transferred the
+# same way: 0.635 (a range 0.63-0.83 over the NVIDIA parts' ratios); the table's own FP8 figure replaces it.
+GAUDI_MAMF_TFLOPS = {("gaudi2", "16bit"): 418.7, ("gaudi2", "fp8"): 826.5,
+                     ("gaudi3", "16bit"): 1243.0, ("gaudi3", "fp8"): 1289.5}
+GAUDI_CATALOG_PEAK = {("gaudi2", "16bit"): 432, ("gaudi2", "fp8"): 865,  # catalog.yaml gaudi2 / gaudi3 peak_tflops
+                      ("gaudi3", "16bit"): 1835, ("gaudi3", "fp8"): 1835}
+for _key, _tflops in GAUDI_MAMF_TFLOPS.items():
+    GEMM_EFFICIENCY[_key] = round(transfer_efficiency(_tflops / GAUDI_CATALOG_PEAK[_key], "hopper", _key[1]), 3)
 ATTENTION_EFFICIENCY = {"ampere": 0.45, "hopper": 0.55, "blackwell": 0.55, "other": 0.4}
 # FlashAttention-2 on H100 SXM5, head dim 128, BF16, 16K tokens (Shah et al. 2024, FA3 paper Fig. 5
 # and 6): causal forward 335 TFLOP/s = 0.339 of 989.4; backward 322 = 0.326 (the paper's backward
@@ -106,8 +124,8 @@ def architecture(g: GPU) -> str:
         return "hopper"
     if name.startswith(("b200", "gb200", "b100", "b300", "gb300")):
         return "blackwell"
-    if name.startswith("gaudi2"):
-        return "gaudi2"
+    if name.startswith(("gaudi2", "gaudi3")):
+        return name[:6]
     return "other"
 
 
