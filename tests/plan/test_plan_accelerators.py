@@ -1,4 +1,5 @@
-"""MLPerf Training runs on non-NVIDIA accelerators (plan/published_runs/accelerators.json): every row
+"""Training runs on non-NVIDIA accelerators (plan/published_runs/accelerators.json: MLPerf, Intel's published Gaudi 2
+throughput): every row
 loads and is priced on its catalog part with the submitted layout, Habana's fork gets its own
 profile, and the planner's error stays where it was measured."""
 
@@ -160,7 +161,6 @@ def test_gaudi_scale_up_is_a_mesh_so_small_tp_groups_get_only_their_links():
     """HLS-Gaudi2: 21 ports all-to-all over 8 cards, 3 per peer (catalog scale_up.mesh): a TP group of g cards
     reaches (g-1)/7 of the 262.5 GB/s, a switched domain of the same bandwidth all of it."""
     from wanka.comm import collective_time, group_for_stride
-    from wanka.plan.published import load_rows
 
     r = next(x for x in load_rows("accelerators") if x["id"] == "intel119_llama3.1-8b_8xgaudi2_habana")
     mesh = row_cluster(r)
