@@ -51,9 +51,21 @@ def _eff(cluster: "Cluster", i: int) -> float:
     return base * getattr(cluster, "network_efficiency_scale", 1.0)
 
 
+def _scale_up_share(cluster: "Cluster", peers: int) -> float:
+    """Fraction of the scale-up bandwidth a GPU can use when it exchanges with `peers` GPUs of its domain at
+    once: 1 behind a switch; on a mesh part (catalog scale_up.mesh: Gaudi's HLS boards, Intel Gaudi docs
+    'Intel Gaudi Network Configuration': 21 ports all-to-all over 8 cards, 3 per peer) only the links to those
+    peers exist, each 1/(domain - 1) of the total -- best case, every direct link to a group member busy."""
+    gpu = getattr(cluster, "gpu", None)
+    if gpu is None or not gpu.scale_up.mesh or peers <= 0:
+        return 1.0
+    return min(1.0, peers / max(1, gpu.scale_up.domain - 1))
+
+
 def _ring_busbw_GBps(cluster: "Cluster", g: Group) -> float:
     m = g.gpus_per_unit()
-    bw = cluster.levels[0].bandwidth_GBps * _eff(cluster, 0) if g.fanout[0] > 1 else math.inf
+    bw = (cluster.levels[0].bandwidth_GBps * _eff(cluster, 0) * _scale_up_share(cluster, g.fanout[0] - 1)
+          if g.fanout[0] > 1 else math.inf)
     for i in range(1, len(g.fanout)):
         if g.fanout[i] > 1:  # some ring edges leave a level-(i-1) unit inside a level-i unit
             bw = min(bw, m[i - 1] * cluster.levels[i].bandwidth_GBps * _eff(cluster, i))
@@ -99,6 +111,8 @@ def _flat_ring_time_s(cluster, kind, nbytes, g, proto) -> float:
     lat_mult, bus = _steps(kind, g.size)
     lat = K.BASE_LAT_US["ring"][proto] + lat_mult * (g.size - 1) * _level_lat_us(cluster, top, "ring", proto)
     bw = cluster.levels[top].bandwidth_GBps * _eff(cluster, top) * K.PROTOCOL_BW[proto]
+    if top == 0:
+        bw *= _scale_up_share(cluster, g.size - 1)
     return lat * 1e-6 + bus * nbytes / (bw * 1e9)
 
 
@@ -110,6 +124,8 @@ def _hierarchical_time_s(cluster, kind, nbytes, g, proto) -> float:
         if f <= 1:
             continue
         bw = cluster.levels[i].bandwidth_GBps * _eff(cluster, i) * K.PROTOCOL_BW[proto]
+        if i == 0:
+            bw *= _scale_up_share(cluster, f - 1)
         phase = (f - 1) * _level_lat_us(cluster, i, "ring", proto) * 1e-6 + (f - 1) / f * share / (bw * 1e9)
         total += phase * (2 if kind == "all_reduce" else 1)
         share /= f
@@ -126,7 +142,7 @@ def _all_to_all_time_s(cluster, nbytes, g) -> float:
     m = g.gpus_per_unit()
     per_peer = nbytes / n
     bytes_at = [per_peer * (m[0] - 1)] + [per_peer * (m[i] - m[i - 1]) for i in range(1, len(m))]
-    t_bw = bytes_at[0] / (cluster.levels[0].bandwidth_GBps * _eff(cluster, 0) * 1e9)
+    t_bw = bytes_at[0] / (cluster.levels[0].bandwidth_GBps * _eff(cluster, 0) * _scale_up_share(cluster, m[0] - 1) * 1e9)
     for i in range(1, len(m)):
         through = sum(bytes_at[i:])  # everything that leaves a level-(i-1) unit crosses level i
         if through > 0:
@@ -143,6 +159,7 @@ def _send_recv_time_s(cluster, nbytes, g) -> float:
     best = math.inf
     for proto in range(len(K.PROTOCOLS)):
         bw = cluster.levels[top].bandwidth_GBps * _eff(cluster, top) * K.PROTOCOL_BW[proto]
+        bw *= _scale_up_share(cluster, 1) if top == 0 else 1.0  # one peer: one mesh link
         lat = K.BASE_LAT_US["ring"][proto] + _level_lat_us(cluster, top, "ring", proto)
         best = min(best, lat * 1e-6 + nbytes / (bw * 1e9))
     return best

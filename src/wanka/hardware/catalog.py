@@ -31,6 +31,8 @@ class PeakTflops(StrictSpec):
 class ScaleUp(StrictSpec):
     bandwidth_GBps: float | None = Field(default=None, gt=0, description="per GPU per direction")
     domain: int = Field(default=8, gt=0)
+    mesh: bool = Field(default=False, description="no switch: each GPU has its own links to every other GPU of the "
+                                                  "domain, bandwidth_GBps split evenly over the domain - 1 peers")
 
 
 class EfficiencyScale(StrictSpec):

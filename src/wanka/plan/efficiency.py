@@ -58,64 +58,68 @@ GEMM_EFFICIENCY = {  # (architecture, precision) -> fraction of that precision's
     ("blackwell", "fp8"): 0.40,
     ("other", "16bit"): 0.65,  # judgement: accelerators without public large-GEMM figures
     ("other", "fp8"): 0.55,
-}  # ("gaudi2", "fp8") is set below: an assumption with a stated range
-# Gaudi 2 FP8 GEMMs inside a training step -- an ASSUMPTION, derived, not measured in a training step.
-# What is published: FP8 GEMM operators on Gaudi 2 "frequently exceeding 90% MFU" (Lee et al. 2025,
-# arXiv:2503.09975, abstract; inference shapes, per-tensor static scales) and a BF16 matmul at 99.4% of
-# 432 TFLOPS at its best shape (stas00/ml-engineering compute/accelerator/README.md@b9e29720eebd, MAMF v1
-# table, Gaudi 1.15). Neither is a step: the constants above are in-step figures anchored end to end,
-# and on H100 they sit below that same MAMF table's best-shape figures -- FP8 0.50 of 0.709 (1402.6 of
-# 1979), BF16 0.62 of 0.803; A100 0.72 of 0.869. We carry the same-precision H100 ratio over to Gaudi 2's
-# FP8 operator figure: 0.90 x 0.50 / 0.709 = 0.63. The sources allow 0.63-0.83 (the H100-FP8 to A100
-# ratios, 0.70-0.83, times 0.90-0.994); the rule, not a fit, picks the value (the MLPerf GPT-3 rows
-# would sit nearest zero near 0.73: docs/plan.md 'Non-NVIDIA accelerators' lists the rows at each end).
-GAUDI2_FP8_OPERATOR_MFU = 0.90  # Lee et al. 2025, arXiv:2503.09975
-# H100 SXM best-shape matmul over its datasheet peak: stas00/ml-engineering compute/accelerator/README.md
-# @744d01e18b79 'Maximum Achievable Matmul FLOPS comparison table' (BF16 794.5 of 989, torch 2.7.0+cu126;
-# FP8 1402.6 of 1979, the same figures as @b9e29720eebd)
-H100_MAMF = {"16bit": 794.5 / 989, "fp8": 1402.6 / 1979}
+}  # the Gaudi and AMD entries are set below by transfer_efficiency: an assumption with a stated basis
+# Best-shape matmul rate over the datasheet peak (MAMF): stas00/ml-engineering compute/accelerator/README.md
+# @744d01e18b79 'Maximum Achievable Matmul FLOPS comparison table' (BF16 and FP8 float8_e4m3fn tables): H100 SXM
+# 794.5 of 989 (torch 2.7.0+cu126) and 1402.6 of 1979; A100 SXM 271.2 of 312. One table, one harness for every part.
+MAMF_FRACTION = {("hopper", "16bit"): 794.5 / 989, ("hopper", "fp8"): 1402.6 / 1979, ("ampere", "16bit"): 271.2 / 312}
 
 
-def in_step_from_operator(operator_fraction: float, kind: str) -> float:
-    """The rule for accelerators whose only published GEMM figure is a best-shape operator benchmark
-    (a MAMF/MAF table, a vendor's hipBLASLt or operator figure): carry it into a training step by H100's
-    ratio of its in-step constant to its own best-shape figure at the same precision `kind` ("16bit"/"fp8"):
-    operator_fraction x GEMM_EFFICIENCY[hopper, kind] / H100_MAMF[kind]. An assumption (docs/plan.md
-    'Non-NVIDIA accelerators'): that a part loses as much between its best shape and a training step as H100 does."""
-    return round(operator_fraction * GEMM_EFFICIENCY[("hopper", kind)] / H100_MAMF[kind], 3)
+def transfer_efficiency(operator_fraction: float, arch_ref: str = "hopper", precision: str = "fp8") -> float:
+    """In-step GEMM efficiency of a part that has a best-shape matmul figure but no training-step anchor:
+    `operator_fraction` (its MAMF over the peak the catalog states) times the in-step over best-shape ratio
+    of `arch_ref` at the same precision (GEMM_EFFICIENCY / MAMF_FRACTION). The planner's constants are
+    in-step figures set end to end; this carries the gap between a best-shape matmul and a training step
+    from a part that has both to one that has only the first -- an assumption (docs/plan.md
+    'Non-NVIDIA accelerators'), not a measurement of the part in a step."""
+    kind = "fp8" if precision == "fp8" else "16bit"
+    return operator_fraction * GEMM_EFFICIENCY[(arch_ref, kind)] / MAMF_FRACTION[(arch_ref, kind)]
 
 
-GEMM_EFFICIENCY[("gaudi2", "fp8")] = in_step_from_operator(GAUDI2_FP8_OPERATOR_MFU, "fp8")
-# AMD CDNA 3 / CDNA 4, per part: a part's sustained GEMM clock is set by its board power (AMD measures
-# MI300X at 750 W sustaining 1,207 MHz and MI325X, the same compute at 1,000 W, 1,447 MHz in BF16 MAF runs;
-# both peak at 2,100 MHz), so these figures are per part, not per architecture. Best-shape TFLOPS:
-# MI300X / MI325X from AMD's MAF table (rocm.blogs.amd.com/software-tools-optimization/
-# measuring-max-achievable-flops-part2, Table 1, hipBLASLt db8e93b4fd6, Feb 2025); MI355X BF16 from
-# stas00/ml-engineering @744d01e18b79 MAMF table (1565.0, torch 2.8.0+rocm7.0.2; that row's 'Theory 2300'
-# disagrees with the page's own MI355X TFLOPS table, 2500: the fraction is taken of the catalog peak).
-AMD_MATMUL_TFLOPS = {"mi300x": {"16bit": 708.0, "fp8": 1273.0}, "mi325x": {"16bit": 843.0, "fp8": 1519.0}, "mi355x": {"16bit": 1565.0}}
-# No CDNA 4 FP8 best-shape figure is published (Dec 2026 search: AMD blogs, ROCm docs, the MAMF table's
+# --- Intel Gaudi -------------------------------------------------------------------------------------------
+# MAMF on Gaudi (the same table @744d01e18b79, PT_HPU_LAZY_MODE=1): Gaudi 2 BF16 418.7 TFLOPS (96.9% of 432,
+# shape 14336x15360x2048, torch 2.6.0+hpu_1.21.2) and FP8 826.5 (95.5% of 865, 6144x11264x5120); Gaudi 3 BF16
+# 1243.0 and FP8 1289.5 ('Theory' 1677: the shipping part's MME at 1,600 MHz, catalog.yaml gaudi3). The
+# fraction is taken of the catalog peak, which the GEMM time multiplies (Gaudi 3: of 1,835, so the clock
+# caveat is inside the measured figure). Earlier, without an FP8 MAMF: Lee et al. 2025 (arXiv:2503.09975,
+# abstract) FP8 GEMM operators 'frequently exceeding 90% MFU' on Gaudi 2 (inference shapes), transferred the
+# same way: 0.635 (a range 0.63-0.83 over the NVIDIA parts' ratios); the table's own FP8 figure replaces it.
+# --- AMD CDNA 3 / CDNA 4 -----------------------------------------------------------------------------------
+# Per part: a part's sustained GEMM clock is set by its board power (AMD measures MI300X at 750 W sustaining
+# 1,207 MHz and MI325X, the same compute at 1,000 W, 1,447 MHz in BF16 MAF runs; both peak at 2,100 MHz), so
+# these figures are per part, not per architecture. Best-shape TFLOPS: MI300X / MI325X from AMD's MAF table
+# (rocm.blogs.amd.com/software-tools-optimization/measuring-max-achievable-flops-part2, Table 1, hipBLASLt
+# db8e93b4fd6, Feb 2025); MI355X BF16 from the MAMF table above (1565.0, torch 2.8.0+rocm7.0.2; that row's
+# 'Theory 2300' disagrees with the page's own MI355X TFLOPS table, 2500: the fraction is taken of the catalog
+# peak). No CDNA 4 FP8 best-shape figure is published (Dec 2026 search: AMD blogs, ROCm docs, the MAMF table's
 # empty FP8 AMD rows). Assumption: FP8 reaches the same fraction of BF16's as on CDNA 3 -- in AMD's table
 # (FP8 / 2,614.9) / (BF16 / 1,307.4) = 0.899 (MI300X) and 0.901 (MI325X); their mean is used.
 # MI350X: no figure at all; same silicon as MI355X at 2.2 vs 2.4 GHz and 1,000 vs 1,400 W. It takes
 # MI355X's fractions (of its own, clock-scaled peak): its sustained clock under 1,000 W is not published,
 # so the power cap's extra loss (CDNA 3 above: 20% clock for 750 vs 1,000 W) is not priced.
-AMD_SAME_FRACTIONS_AS = {"mi350x": "mi355x"}
+OPERATOR_TFLOPS = {  # (part, precision kind) -> best-shape matmul TFLOPS, sources above
+    ("gaudi2", "16bit"): 418.7, ("gaudi2", "fp8"): 826.5, ("gaudi3", "16bit"): 1243.0, ("gaudi3", "fp8"): 1289.5,
+    ("mi300x", "16bit"): 708.0, ("mi300x", "fp8"): 1273.0, ("mi325x", "16bit"): 843.0, ("mi325x", "fp8"): 1519.0,
+    ("mi355x", "16bit"): 1565.0,
+}
+SAME_FRACTIONS_AS = {"mi350x": "mi355x"}
 
 
-def _amd_fractions() -> dict[tuple[str, str], float]:
+def _operator_fractions() -> dict[tuple[str, str], float]:
+    """Each part's best-shape matmul over the catalog peak it is priced against (the GEMM time multiplies
+    that peak; Gaudi 3: of 1,835, so its 1,600 MHz clock caveat is inside the measured figure)."""
     from wanka.hardware.catalog import gpu as catalog_gpu
 
     peak = {"16bit": "bf16", "fp8": "fp8"}
-    frac = {(part, kind): tf / catalog_gpu(part).peak(peak[kind]) for part, d in AMD_MATMUL_TFLOPS.items() for kind, tf in d.items()}
+    frac = {(part, kind): tf / catalog_gpu(part).peak(peak[kind]) for (part, kind), tf in OPERATOR_TFLOPS.items()}
     cdna3 = [frac[(p, "fp8")] / frac[(p, "16bit")] for p in ("mi300x", "mi325x")]
     frac[("mi355x", "fp8")] = frac[("mi355x", "16bit")] * sum(cdna3) / len(cdna3)
     return frac
 
 
-AMD_OPERATOR_FRACTION = _amd_fractions()
-for (_part, _kind), _f in AMD_OPERATOR_FRACTION.items():
-    GEMM_EFFICIENCY[(_part, _kind)] = in_step_from_operator(_f, _kind)
+OPERATOR_FRACTION = _operator_fractions()
+for _key, _fraction in OPERATOR_FRACTION.items():
+    GEMM_EFFICIENCY[_key] = round(transfer_efficiency(_fraction, "hopper", _key[1]), 3)
 ATTENTION_EFFICIENCY = {"ampere": 0.45, "hopper": 0.55, "blackwell": 0.55, "other": 0.4}
 # FlashAttention-2 on H100 SXM5, head dim 128, BF16, 16K tokens (Shah et al. 2024, FA3 paper Fig. 5
 # and 6): causal forward 335 TFLOP/s = 0.339 of 989.4; backward 322 = 0.326 (the paper's backward
@@ -150,10 +154,10 @@ def architecture(g: GPU) -> str:
         return "hopper"
     if name.startswith(("b200", "gb200", "b100", "b300", "gb300")):
         return "blackwell"
-    if name.startswith("gaudi2"):
-        return "gaudi2"
-    if name in AMD_SAME_FRACTIONS_AS or name in AMD_MATMUL_TFLOPS:
-        return AMD_SAME_FRACTIONS_AS.get(name, name)
+    if name.startswith(("gaudi2", "gaudi3")):
+        return name[:6]
+    if name in SAME_FRACTIONS_AS or (name, "16bit") in OPERATOR_TFLOPS:
+        return SAME_FRACTIONS_AS.get(name, name)
     return "other"
 
 

@@ -155,8 +155,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             comm["cp"] += count * (cp_f + cp_b)
             comm["ep"] += count * (ep_l * (2 if full else 1) + ep_lb)
         if last:  # the output layer and loss run on the last stage
-            ht = head_time(model, gpu, lay.mbs, s_loc, lay.tp, lay.precision, opts.eager_fp32_loss,
-                           opts.megatron_unfused_ce)
+            ht = head_time(model, gpu, lay.mbs, s_loc, lay.tp, "bf16" if opts.bf16_head else lay.precision,
+                           opts.eager_fp32_loss, opts.megatron_unfused_ce)
             fwd += ht.fwd_s * slow
             bwd += ht.bwd_s * slow
         return fwd, bwd, rec, comm, runs

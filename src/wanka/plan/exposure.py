@@ -166,6 +166,9 @@ class Options:
     # max, in-place subtract, exp, sum, divide; --cross-entropy-loss-fusion is opt-in):
     # wanka.plan.compute.head_time
     megatron_unfused_ce: bool = False
+    # the output projection runs in 16 bits in an FP8 run (a plain matmul, not an FP8 linear):
+    # wanka.plan.compute.head_time (frameworks.py says which profiles read it from their code)
+    bf16_head: bool = False
     # RoPE as a complex multiply (torchtitan's view_as_complex), which torch.compile leaves op by op
     # (wanka.plan.compute.complex_rope_extra_bytes)
     complex_rope: bool = False

@@ -84,6 +84,16 @@ _HPU_ASYNC_TP = ("megatron/mpu/layers.py AllGather (Habana fork, training_result
                  "all-gather and its backward reduce-scatter are issued async_op=True without a wait; the "
                  "backward reduce-scatters of QKV's and FC1's input gradients run beside their weight-gradient "
                  "GEMMs: 2 of a layer's 8 TP collectives hidden")
+# Without --sequence-parallel (MLPerf v3.0's run_gpt.sh passes none) ColumnParallelLinear and RowParallelLinear use
+# copy_to_/reduce_from_tensor_model_parallel_region: a synchronous all-reduce, forward and backward (training_results
+# _v3.0 Intel-HabanaLabs/benchmarks/gpt3/Megatron-DeepSpeed/megatron/mpu/layers.py @ 63e326c); nothing async there
+_HPU_NO_SP = "validate sets tp_overlap 0 for a row of this profile without sequence parallelism (published.py)"
+# The output logits: parallel_lm_logits calls linear_with_grad_accumulation_and_async_allreduce on the output (or
+# tied embedding) weight -- a plain 16-bit matmul; only the layers' ColumnParallelLinear/RowParallelLinear forward
+# through te.Linear (HabanaAI/Megatron-DeepSpeed@891d6db megatron/model/language_model.py parallel_lm_logits,
+# core/tensor_parallel/layers.py; the same in training_results_v3.1's fork, megatron/mpu/layers.py te.Linear)
+_HPU_BF16_HEAD = ("megatron/model/language_model.py parallel_lm_logits (HabanaAI/Megatron-DeepSpeed@891d6db; MLPerf "
+                  "v3.1/v4.0 forks): the logits GEMM is a plain BF16 matmul, FP8 only in the layers' te.Linear")
 _HPU_NO_LAYER_OVERHEAD = ("an assumption: the 11 ms per layer per micro-batch of megatron-deepspeed was measured on "
                           "CUDA in eager mode (BigScience, A100) and is not attributed; Habana runs the model as "
                           "lazy-mode HPU graphs (Gaudi docs 'PyTorch Lazy Mode'), so it is not carried over")
@@ -292,8 +302,8 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               "DeepSpeed pipeline engine as above, with fused SDPA attention, run as HPU lazy-mode graphs",
               dict(attention="flash", tp_overlap=HPU_ASYNC_TP_HIDDEN, dp_overlap=False, param_gather_overlap=False,
                    pp_scatter_gather=True, grad_bytes=2, pp_blocking_p2p=True, bf16_optimizer=True,
-                   layer_microbatch_overhead_s=0.0),
-              {"attention": _HPU_SDPA, "tp_overlap": _HPU_ASYNC_TP,
+                   layer_microbatch_overhead_s=0.0, bf16_head=True),
+              {"attention": _HPU_SDPA, "bf16_head": _HPU_BF16_HEAD, "tp_overlap": f"{_HPU_ASYNC_TP}; {_HPU_NO_SP}",
                "dp_overlap": _DS_REDUCE, "param_gather_overlap": _DS_GATHER, "grad_sync": _DS_PIPE,
                "pp_scatter_gather": _DS_P2P, "pp_blocking_p2p": _DS_BLOCKING, "bf16_optimizer": _DS_BF16,
                "layer_microbatch_overhead_s": _HPU_NO_LAYER_OVERHEAD, "grad_bytes": _DS_COMM_DTYPE},

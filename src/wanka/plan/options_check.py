@@ -78,6 +78,7 @@ RULES = {
     "adam_foreach": _FLAG,
     "eager_fp32_loss": _FLAG,
     "megatron_unfused_ce": _FLAG,
+    "bf16_head": _FLAG,
     "complex_rope": _FLAG,
     "profile": ((lambda v: v is None or v in _profile_names()), "a framework profile name (wanka plan --framework) or None"),
 }

@@ -243,6 +243,10 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
     if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
         kw["attention"] = "flash"
+    if re.match(r"unfused\b", words(p.get("attention_kernel"))):  # the row names its attention kernel unfused
+        kw["attention"] = "unfused"
+    if family == "megatron-deepspeed-habana" and lay is not None and not lay.sequence_parallel:
+        kw["tp_overlap"] = 0.0  # no --sequence-parallel: the fork's synchronous all-reduces (frameworks._HPU_NO_SP)
     if p2p := re.search(r"overlap_p2p_comm(?:\s*[:=]\s*(true|false))?", overlap):  # stated by the run's config
         kw["pp_p2p_overlap"] = p2p.group(1) != "false"  # Megatron-Core's overlap_p2p_comm (plan/interleaved.py)
     if (v := re.search(r"core[ _-]?r?0\.(\d+)", fw)) and int(v.group(1)) <= 8:  # before --align-param-gather:
