@@ -208,6 +208,13 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
     return lay, assumed
 
 
+# A CUDA stack whose framework text names FlashAttention-2 or PyTorch's scaled_dot_product_attention runs
+# FA2's kernels: SDPA's flash backend is FlashAttention-2 from PyTorch 2.2 (the torchtitan profile's source,
+# frameworks.py); e.g. IBM fms-fsdp's README "SDPA implementation of Flash attention v2" (papers.md). Gaudi's
+# fused SDPA is Habana's own kernel (megatron-deepspeed-habana keeps its profile's attention)
+FA2_NAMED = re.compile(r"\bsdpa\b|\bflash ?attention ?(?:v ?)?2\b|\bflash ?attn ?2\b|\bfa2\b")
+
+
 def _megatron_core(p: dict) -> bool:
     """Megatron-Core and the frameworks built on it (NeMo 2.x, Megatron-Bridge, MindSpeed, NVIDIA's MLPerf)."""
     from wanka.plan.frameworks import family_of
@@ -243,6 +250,9 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
     if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
         kw["attention"] = "flash"
+    fa2 = FA2_NAMED.search(words(fw)) and family != "megatron-deepspeed-habana"
+    if fa2 and kw.get("attention", opts.attention) == "flash":  # FlashAttention-2 or PyTorch's SDPA named
+        kw["attention"] = "flash2"
     if p2p := re.search(r"overlap_p2p_comm(?:\s*[:=]\s*(true|false))?", overlap):  # stated by the run's config
         kw["pp_p2p_overlap"] = p2p.group(1) != "false"  # Megatron-Core's overlap_p2p_comm (plan/interleaved.py)
     if (v := re.search(r"core[ _-]?r?0\.(\d+)", fw)) and int(v.group(1)) <= 8:  # before --align-param-gather:
