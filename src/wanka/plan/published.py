@@ -214,6 +214,11 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
 # fused SDPA is Habana's own kernel (megatron-deepspeed-habana keeps its profile's attention)
 FA2_NAMED = re.compile(r"\bsdpa\b|\bflash ?attention ?(?:v ?)?2\b|\bflash ?attn ?2\b|\bfa2\b")
 
+# A row stating the dtype its data-parallel gradients are reduced in (PyTorch FSDP's
+# MixedPrecision(reduce_dtype=...), e.g. fms-fsdp's bfSixteen policy, fms_fsdp/policies/mixed_precision.py
+# @3b1ce15): the reduce-scatter / all-reduce moves that many bytes per element (Options.grad_bytes)
+REDUCE_DTYPE = re.compile(r"\breduce dtype\s*[:=]?\s*(?:torch\.)?(bf16|bfloat16|fp16|float16|fp32|float32)\b")
+
 
 def _megatron_core(p: dict) -> bool:
     """Megatron-Core and the frameworks built on it (NeMo 2.x, Megatron-Bridge, MindSpeed, NVIDIA's MLPerf)."""
@@ -250,6 +255,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
     if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
         kw["attention"] = "flash"
+    if rd := REDUCE_DTYPE.search(words(p.get("zero_or_fsdp"))):  # the run's gradient-reduction dtype, stated
+        kw["grad_bytes"] = 4 if rd.group(1) in ("fp32", "float32") else 2
     fa2 = FA2_NAMED.search(words(fw)) and family != "megatron-deepspeed-habana"
     if fa2 and kw.get("attention", opts.attention) == "flash":  # FlashAttention-2 or PyTorch's SDPA named
         kw["attention"] = "flash2"
