@@ -85,7 +85,8 @@ def row_model(row: dict, assumed: list[str] | None = None):
             "heads": a.get("attention_heads"), "kv_heads": a.get("kv_heads") or a.get("attention_heads"),
             "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (hidden or 0),
             "vocab": a.get("vocab_size"), "seq_len": row_seq_len(row), "activation": act,
-            "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window")}
+            "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window"),
+            "tied_embeddings": flag(a.get("tied_embeddings"), "architecture.tied_embeddings")}  # one matrix in and out
     if "moe" in words(row.get("model_kind")) and not a.get("num_experts"):
         raise SpecError("architecture.num_experts", "the expert count of a run whose model_kind is MoE", None)
     if a.get("num_experts"):
