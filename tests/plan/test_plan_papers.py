@@ -18,9 +18,10 @@ from wanka.plan.validate_summary import summary
 # non-flash attention: 4.7% (p90 9.1%); with the 32 MoE Parallel Folding rows (their median
 # 10.8%): 7.3% over 58 (p90 23.5%); with the all-to-all dispatcher's regrouping by local expert
 # (plan/moe_cost.py): 5.9% (p90 20.3%); with the Qwen2 rows interleaved as the ModelZoo ran them and
-# the routed tokens' TP collectives exposed (session 6): 5.8% (p90 15.2%). The bound is 5.9% plus
-# 2 points of margin
-MEDIAN_BOUND = 0.079
+# the routed tokens' TP collectives exposed (session 6): 5.8% (p90 15.2%); with IBM's fms-fsdp rows and llm-foundry's MPT
+# rows (session 6; 12 + 40 rows, their own medians in test_plan_fms_fsdp.py / test_plan_mpt_foundry.py):
+# 7.9% over 110 (p90 29.3%). The bound is that plus 1 point of margin, over every compared row
+MEDIAN_BOUND = 0.089
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +41,9 @@ def _estimate(row, **options):
 
 
 def test_every_row_loads_and_is_priced(checks):
-    assert len(checks) == 59 and all(c.skipped is None for c in checks.values())
+    assert len(checks) == 111 and all(c.skipped is None for c in checks.values())
     s = summary(list(checks.values()))
-    assert s["compared"] == 58  # DeepSeek-V3's GPU-hours per trillion tokens is a run-level row
+    assert s["compared"] == 110  # DeepSeek-V3's GPU-hours per trillion tokens is a run-level row
     assert checks["deepseek_v3_2048gpu_runlevel"].basis == "run-level"
 
 

@@ -85,7 +85,8 @@ def row_model(row: dict, assumed: list[str] | None = None):
             "heads": a.get("attention_heads"), "kv_heads": a.get("kv_heads") or a.get("attention_heads"),
             "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (hidden or 0),
             "vocab": a.get("vocab_size"), "seq_len": row_seq_len(row), "activation": act,
-            "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window")}
+            "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window"),
+            "tied_embeddings": flag(a.get("tied_embeddings"), "architecture.tied_embeddings")}  # one matrix in and out
     if "moe" in words(row.get("model_kind")) and not a.get("num_experts"):
         raise SpecError("architecture.num_experts", "the expert count of a run whose model_kind is MoE", None)
     if a.get("num_experts"):
@@ -208,6 +209,18 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
     return lay, assumed
 
 
+# A CUDA stack whose framework text names FlashAttention-2 or PyTorch's scaled_dot_product_attention runs
+# FA2's kernels: SDPA's flash backend is FlashAttention-2 from PyTorch 2.2 (the torchtitan profile's source,
+# frameworks.py); e.g. IBM fms-fsdp's README "SDPA implementation of Flash attention v2" (papers.md). Gaudi's
+# fused SDPA is Habana's own kernel (megatron-deepspeed-habana keeps its profile's attention)
+FA2_NAMED = re.compile(r"\bsdpa\b|\bflash ?attention ?(?:v ?)?2\b|\bflash ?attn ?2\b|\bfa2\b")
+
+# A row stating the dtype its data-parallel gradients are reduced in (PyTorch FSDP's
+# MixedPrecision(reduce_dtype=...), e.g. fms-fsdp's bfSixteen policy, fms_fsdp/policies/mixed_precision.py
+# @3b1ce15): the reduce-scatter / all-reduce moves that many bytes per element (Options.grad_bytes)
+REDUCE_DTYPE = re.compile(r"\breduce dtype\s*[:=]?\s*(?:torch\.)?(bf16|bfloat16|fp16|float16|fp32|float32)\b")
+
+
 def _megatron_core(p: dict) -> bool:
     """Megatron-Core and the frameworks built on it (NeMo 2.x, Megatron-Bridge, MindSpeed, NVIDIA's MLPerf)."""
     from wanka.plan.frameworks import family_of
@@ -247,6 +260,11 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["attention"] = "unfused"
     if family == "megatron-deepspeed-habana" and lay is not None and not lay.sequence_parallel:
         kw["tp_overlap"] = 0.0  # no --sequence-parallel: the fork's synchronous all-reduces (frameworks._HPU_NO_SP)
+    if rd := REDUCE_DTYPE.search(words(p.get("zero_or_fsdp"))):  # the run's gradient-reduction dtype, stated
+        kw["grad_bytes"] = 4 if rd.group(1) in ("fp32", "float32") else 2
+    fa2 = FA2_NAMED.search(words(fw)) and family != "megatron-deepspeed-habana"
+    if fa2 and kw.get("attention", opts.attention) == "flash":  # FlashAttention-2 or PyTorch's SDPA named
+        kw["attention"] = "flash2"
     if p2p := re.search(r"overlap_p2p_comm(?:\s*[:=]\s*(true|false))?", overlap):  # stated by the run's config
         kw["pp_p2p_overlap"] = p2p.group(1) != "false"  # Megatron-Core's overlap_p2p_comm (plan/interleaved.py)
     if (v := re.search(r"core[ _-]?r?0\.(\d+)", fw)) and int(v.group(1)) <= 8:  # before --align-param-gather:
