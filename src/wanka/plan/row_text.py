@@ -92,9 +92,13 @@ def recompute_of(text) -> tuple[str, bool]:
 def precision_of(text) -> tuple[str, bool]:
     """'fp8' | 'fp16' | 'bf16' from free text, and whether it was stated (False: BF16 assumed).
     A negated mention ('FP8 not used', 'no fp8') does not count. FP32/TF32 training is refused:
-    the planner prices 16-bit and FP8 GEMMs only."""
+    the planner prices 16-bit and FP8 GEMMs only. MXFP8 (FP8 elements with one shared scale per 32 values,
+    OCP Microscaling Formats spec v1.0 s.5) is FP8 GEMMs at the FP8 rate on Blackwell (Transformer Engine's
+    MXFP8BlockScaling recipe); FP4 (NVFP4, MXFP4) training is refused like FP32."""
     t = words(text)
-    if mentions(t, r"\bfp8\b|\bfloat8\b|\be4m3\b|\be5m2\b"):
+    if re.search(r"\b(?:nv|mx)?fp4\b", t):
+        raise SpecError("parallelism.precision", "BF16, FP16 or FP8 training (FP4 GEMMs are not priced)", text)
+    if mentions(t, r"\b(?:mx)?fp8\b|\bfloat8\b|\be4m3\b|\be5m2\b"):
         return "fp8", True
     if mentions(t, r"\bbf16\b|\bbfloat16\b|\bbf 16\b"):
         return "bf16", True
