@@ -24,7 +24,7 @@ from wanka.plan.memo import memo_by_identity
 
 from wanka.hardware import GPU
 from wanka.plan import efficiency as E
-from wanka.plan.moe_cost import KERNELS_PER_SEQUENTIAL_EXPERT_FWD, moe_dispatch_bytes
+from wanka.plan.moe_cost import KERNELS_PER_SEQUENTIAL_EXPERT_FWD, grouped_gemm_extra_kernels_fwd, moe_dispatch_bytes
 from wanka.workload.activations import uses_dropout
 from wanka.workload.flops import (Gemm, alternate_matmul_fraction, attention_dims, causal_pair_fraction, head_gemm,
                                   layer_gemms)
@@ -205,6 +205,8 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
                                                 moe_grouped_gemm)
         if not moe_grouped_gemm:  # each local expert's kernels, one expert after another
             launch += E.KERNEL_OVERHEAD_S * KERNELS_PER_SEQUENTIAL_EXPERT_FWD * local
+        else:  # TE GroupedLinear: one cuBLAS GEMM per local expert over 4 streams (moe_cost)
+            launch += E.KERNEL_OVERHEAD_S * grouped_gemm_extra_kernels_fwd(local)
     fwd = gemm_s + attn_fwd + elem_fwd + launch + (cast_fwd + move_fwd) / hbm
     bwd = 2 * gemm_s + attn_bwd + 2 * elem_fwd + 2 * launch + (cast_bwd + move_bwd) / hbm
     attn_model_flops = full_flops  # HFU counts attention as the model convention does (full s x s)

@@ -117,6 +117,26 @@ SEQUENTIAL_FWD_BYTES_PER_COPY = 6.0
 KERNELS_PER_SEQUENTIAL_EXPERT_FWD = 4  # fc1, activation, fc2, the copy into the output slice
 
 
+# Experts through Transformer Engine's GroupedLinear (TEGroupedMLP, --moe-grouped-gemm), default path:
+# one cuBLAS GEMM per local expert, issued round-robin on a pool of CUDA streams
+# (NVIDIA/TransformerEngine transformer_engine/common/gemm/cublaslt_gemm.cu multi_stream_cublas_gemm:
+# `nvte_cublas_gemm_v2(... get_compute_stream(i % num_streams))` for i < num_gemms, then the caller's
+# stream waits on every stream's event; include/transformer_engine/gemm.h `constexpr int num_streams
+# = 4`; docs/features/mixture_of_experts/mixture_of_experts.rst "Grouped GEMM": "one cuBLAS GEMM per
+# expert is launched on a pool of CUDA streams"; the single cuBLASLt grouped GEMM needs cuBLAS 13.3+,
+# not assumed). Each stream runs ceil(E / 4) expert GEMMs back to back, each paying the per-kernel
+# fixed cost (efficiency.KERNEL_OVERHEAD_S); the streams overlap one another.
+TE_GROUPED_GEMM_STREAMS = 4
+
+
+def grouped_gemm_extra_kernels_fwd(local_experts: float) -> float:
+    """Kernels in series beyond one per grouped GEMM, for one MoE layer forward through TE's
+    per-expert path: two grouped GEMMs (fc1, fc2), each ceil(E / 4) GEMMs deep on its busiest stream
+    instead of the one kernel the layer's launch count (efficiency.KERNELS_PER_LAYER_FWD) holds.
+    The backward (dgrad and wgrad grouped GEMMs of each) pays twice as many, as every launch does."""
+    depth = math.ceil(max(1.0, local_experts) / TE_GROUPED_GEMM_STREAMS - 1e-9)
+    return 2.0 * (depth - 1)
+
 def sequential_bwd_bytes_per_copy(local_experts: float) -> float:
     e = max(1.0, local_experts)
     return 12.0 * e + 4.0
