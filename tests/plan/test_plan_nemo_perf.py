@@ -110,3 +110,28 @@ def test_moe_recipes_are_a_known_gap():
     print("MoE", len(errs), statistics.median(errs))
     assert len(errs) >= 60
     assert 0.0 < statistics.median(errs) <= 0.5
+
+
+def test_recipe_switches_reach_the_planner():
+    """The switches each row copies from its release's Megatron-Bridge performance preset (nemo_perf.md 'Recipe
+    switches') are what validate prices: BF16 gradient reduction (grad_reduce_in_fp32=False) -> 2-byte gradients,
+    recompute_modules -> the same modules, Qwen3-235B on H100 (tp_comm_overlap=False from 25.11) -> no TP overlap."""
+    from wanka.plan.published import framework_options, row_layout
+
+    stated = [r for r in ROWS if "grad_reduce_in_fp32=False" in (r["parallelism"]["zero_or_fsdp"] or "")]
+    assert len(stated) >= 100
+    for row in stated:
+        lay, _ = row_layout(row)
+        opts = framework_options(row, lay)
+        assert opts.grad_bytes == 2, row["id"]
+        rec = row["parallelism"]["recompute"] or ""
+        if rec.startswith("selective: "):
+            mods = rec.split(" (")[0].removeprefix("selective: ").split(", ")
+            assert lay.recompute == "selective" and set(opts.recompute_modules) == set(mods), row["id"]
+        elif rec.startswith("none"):
+            assert lay.recompute == "none", row["id"]
+        no_overlap = "qwen3-235b" in row["id"] and "_h100_" in row["id"] and "_25.09" not in row["id"]
+        if no_overlap:
+            assert opts.tp_overlap == 0, row["id"]
+        elif lay.tp > 1:
+            assert opts.tp_overlap > 0, row["id"]
