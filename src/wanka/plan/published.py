@@ -233,6 +233,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     states or what its year implies (TP overlap asked for, 'local' DDP, recompute modules, DualPipe,
     2021 DeepSpeed ZeRO-3)."""
     from wanka.plan.frameworks import before_overlap_grad_reduce, family_of, framework
+    from wanka.plan.mbridge_userbuffers import stated_tp_overlap
     from wanka.plan.moe_cost import moe_execution_of_row
 
     p, a = section(row, "parallelism"), section(row, "architecture")
@@ -254,6 +255,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["tp_overlap"] = 0.0  # overlap off -- first: 'none (TP_COMM_OVERLAP=False)' names the flag it turns off
     elif tp_overlap_named(overlap) and opts.tp_overlap == 0:
         kw["tp_overlap"] = 0.5  # Transformer Engine userbuffers; the fraction is an assumption (frameworks.py)
+    if (named := stated_tp_overlap(text_of(p.get("comm_overlap")))) is not None and kw.get("tp_overlap") != 0.0:
+        kw["tp_overlap"] = named  # the row's named userbuffers configuration (plan/mbridge_userbuffers.py)
     if family == "megatron-lm-2023" and "use-flash-attn" in overlap:  # the opt-in flag (frameworks.py)
         kw["attention"] = "flash"
     if re.match(r"unfused\b", words(p.get("attention_kernel"))):  # the row names its attention kernel unfused

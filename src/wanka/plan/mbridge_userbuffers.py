@@ -1,0 +1,45 @@
+"""Megatron-Bridge's named Transformer Engine userbuffers configurations (TP communication overlap).
+
+Megatron-Bridge's performance scripts pass a named `TransformerLayerTPOverlapCfg` as
+`cfg.comm_overlap.tp_comm_overlap_cfg` (scripts/performance/configs/llama/llama31_llm_pretrain.py).
+Each names, per GEMM of a layer, how its sequence-parallel collective is hidden: RingExchangeOverlapCfg
+(the all-gather / reduce-scatter moves chunk by chunk under the GEMM of the chunk in hand), BulkOverlapCfg
+(the dgrad collective runs whole beside the wgrad GEMM; its `*_wgrad` entry is the other half of the same
+bulk pair, so the table keeps the eight collectives as plan/frameworks.py MLPERF_USERBUFFERS does) or
+PipelineOverlapCfg(num_splits=k) (the GEMM in k chunks, the last chunk's reduce-scatter exposed).
+
+Source: NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/comm_overlap.py, identical at v0.2.0
+(717c62de, NeMo 25.11), v0.3.0 (21b02e0c, 26.02), v0.4.0 (0fbfe7d3, 26.04) and v0.5.0 (fcbb6031, 26.06).
+A published row states the configuration its script selects (parallelism.comm_overlap); validate then
+prices its TP overlap as userbuffers_hidden_fraction of the per-GEMM methods (docs/plan.md
+"Megatron-Bridge userbuffers configurations"). Like MLPERF_USERBUFFERS, a hidden collective is hidden only
+while its GEMM outlasts it (exposure.tp_exposed_gemm_bound still applies).
+"""
+
+from __future__ import annotations
+
+import re
+
+from wanka.plan.frameworks import userbuffers_hidden_fraction
+
+_RING, _BULK = ("ring_exchange", 1), ("bulk", 1)
+# Every FP8 configuration below: qkv/fc1 dgrad bulk, the rest ring exchange (comm_overlap.py lines 164-201 @v0.5.0)
+_ALL_RING_OR_BULK = {"qkv_fprop": _RING, "proj_fprop": _RING, "fc1_fprop": _RING, "fc2_fprop": _RING,
+                     "qkv_dgrad": _BULK, "proj_dgrad": _RING, "fc1_dgrad": _BULK, "fc2_dgrad": _RING}
+MBRIDGE_USERBUFFERS = {
+    "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192": _ALL_RING_OR_BULK,
+    "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192": _ALL_RING_OR_BULK,
+    # BF16 B200: proj_fprop and fc2_fprop PipelineOverlapCfg(num_splits=4), the rest as above
+    "userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192": dict(_ALL_RING_OR_BULK, proj_fprop=("pipeline", 4),
+                                                                  fc2_fprop=("pipeline", 4)),
+}
+_NAMED = re.compile(r"\buserbuffers_\w+")
+
+
+def stated_tp_overlap(text: str) -> float | None:
+    """The hidden share of a layer's TP traffic under the userbuffers configuration `text` names (a
+    row's comm_overlap), or None where it names none of MBRIDGE_USERBUFFERS."""
+    for name in _NAMED.findall(str(text or "")):
+        if name in MBRIDGE_USERBUFFERS:
+            return userbuffers_hidden_fraction(MBRIDGE_USERBUFFERS[name])
+    return None

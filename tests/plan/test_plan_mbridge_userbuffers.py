@@ -1,0 +1,34 @@
+"""Megatron-Bridge's named userbuffers configurations reach the planner's TP overlap (plan/mbridge_userbuffers.py)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from wanka.plan.mbridge_userbuffers import MBRIDGE_USERBUFFERS, stated_tp_overlap
+from wanka.plan.published import framework_options, row_layout
+
+RUNS = Path(__file__).resolve().parents[2] / "src/wanka/plan/published_runs/nemo_perf.json"
+
+
+def test_hidden_share_follows_the_per_gemm_methods():
+    assert stated_tp_overlap("x; tp_comm_overlap_cfg = userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192") == 1.0
+    # two 4-split pipelined reduce-scatters in the BF16 config: (6 + 2 * 3/4) / 8
+    assert stated_tp_overlap("userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192") == pytest.approx(7.5 / 8)
+    assert stated_tp_overlap("userbuffers_fp8_unknown_config") is None
+    assert stated_tp_overlap("TP comm overlap") is None
+    assert all(len(m) == 8 for m in MBRIDGE_USERBUFFERS.values())
+
+
+def _row(rid):
+    return next(r for r in json.loads(RUNS.read_text()) if r["id"] == rid)
+
+
+def test_a_row_naming_its_config_is_priced_with_it_and_one_without_keeps_the_default():
+    named = _row("nemo_llama3.1-405b_gb200_256gpu_fp8_26.06")
+    assert "userbuffers_fp8_b200" in named["parallelism"]["comm_overlap"]
+    assert framework_options(named, row_layout(named)[0]).tp_overlap == 1.0
+    unnamed = _row("nemo_llama3.1-405b_b200_128gpu_fp8_25.09")  # v0.1.0rc3: config not read, profile default
+    assert framework_options(unnamed, row_layout(unnamed)[0]).tp_overlap == 0.5
+    off = dict(named, parallelism=dict(named["parallelism"], comm_overlap="none; " + named["parallelism"]["comm_overlap"]))
+    assert framework_options(off, row_layout(off)[0]).tp_overlap == 0.0  # a row turning overlap off stays off
