@@ -37,12 +37,32 @@ KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "send_recv"
 ALGORITHMS = ("auto", "ring", "tree", "hierarchical", "flat-ring")
 
 
-def _level_lat_us(cluster: "Cluster", i: int, algo: str, proto: int) -> float:
-    """Per-step latency of one hop first crossing level i (NCCL constant + extra hardware)."""
+def _level_lat_us(cluster: "Cluster", i: int, algo: str, proto: int, multi_node: bool = False) -> float:
+    """Per-step latency of one hop first crossing level i (NCCL constant + extra hardware); in a
+    group spanning several scale-up domains a scale-up step costs at least NCCL's network post
+    overhead (nccl_model.NET_OVERHEAD_US)."""
     levels = cluster.levels
     if i == 0:
-        return K.HW_LAT_SCALE_UP_US[algo][proto] + max(0.0, levels[0].latency_us - K.REF_SCALE_UP_LAT_US)
+        lat = K.HW_LAT_SCALE_UP_US[algo][proto] + max(0.0, levels[0].latency_us - K.REF_SCALE_UP_LAT_US)
+        if multi_node:
+            lat = max(lat, K.NET_OVERHEAD_US * (K.NET_OVERHEAD_SIMPLE_FACTOR if proto == 2 else 1.0))
+        return lat
     return K.HW_LAT_NET_US[algo][proto] + max(0.0, levels[i].latency_us - K.REF_NET_LAT_US)
+
+
+def _nodes(g: Group) -> int:
+    """Scale-up domains the group spans: NCCL's nNodes."""
+    return g.units_used()[0]
+
+
+def _protocol_bw(busbw: float, g: Group, proto: int) -> float:
+    """Bus bandwidth under protocol `proto`: the protocol factor, and for LL over several scale-up
+    domains NCCL's llMaxBw cap (nccl_model.LL_MAX_BW_MULTI_NODE_GBPS)."""
+    bw = busbw * K.PROTOCOL_BW[proto]
+    nodes = _nodes(g)
+    if proto == 0 and nodes > 1:
+        bw = min(bw, K.LL_MAX_BW_MULTI_NODE_GBPS[0 if nodes <= 2 else 1])
+    return bw
 
 
 def _eff(cluster: "Cluster", i: int) -> float:
@@ -89,20 +109,21 @@ def _steps(kind: str, n: int) -> tuple[float, float]:
 def _ring_time_s(cluster, kind, nbytes, g, proto) -> float:
     lat_mult, bus = _steps(kind, g.size)
     lat = K.BASE_LAT_US["ring"][proto]
+    multi = _nodes(g) > 1
     for i, edges in enumerate(_ring_edges(g)):
-        lat += lat_mult * edges * _level_lat_us(cluster, i, "ring", proto)
-    bw = _ring_busbw_GBps(cluster, g) * K.PROTOCOL_BW[proto]
+        lat += lat_mult * edges * _level_lat_us(cluster, i, "ring", proto, multi)
+    bw = _protocol_bw(_ring_busbw_GBps(cluster, g), g, proto)
     return lat * 1e-6 + bus * nbytes / (bw * 1e9)
 
 
 def _tree_time_s(cluster, nbytes, g, proto) -> float:
-    lat = (g.fanout[0] - 1) * _level_lat_us(cluster, 0, "tree", proto)
+    lat = (g.fanout[0] - 1) * _level_lat_us(cluster, 0, "tree", proto, _nodes(g) > 1)
     for i in range(1, len(g.fanout)):
         if g.fanout[i] > 1:
             lat += math.ceil(math.log2(g.fanout[i])) * _level_lat_us(cluster, i, "tree", proto)
     lat = K.BASE_LAT_US["tree"][proto] + 2 * lat
     _, bus = _steps("all_reduce", g.size)
-    bw = _ring_busbw_GBps(cluster, g) * K.PROTOCOL_BW[proto]
+    bw = _protocol_bw(_ring_busbw_GBps(cluster, g), g, proto)
     return lat * 1e-6 + bus * nbytes / (bw * 1e9)
 
 
@@ -110,7 +131,7 @@ def _flat_ring_time_s(cluster, kind, nbytes, g, proto) -> float:
     top = g.top_level
     lat_mult, bus = _steps(kind, g.size)
     lat = K.BASE_LAT_US["ring"][proto] + lat_mult * (g.size - 1) * _level_lat_us(cluster, top, "ring", proto)
-    bw = cluster.levels[top].bandwidth_GBps * _eff(cluster, top) * K.PROTOCOL_BW[proto]
+    bw = _protocol_bw(cluster.levels[top].bandwidth_GBps * _eff(cluster, top), g, proto)
     if top == 0:
         bw *= _scale_up_share(cluster, g.size - 1)
     return lat * 1e-6 + bus * nbytes / (bw * 1e9)

@@ -40,6 +40,20 @@ LINK_EFFICIENCY_NET = 0.92
 REF_SCALE_UP_LAT_US = 1.0
 REF_NET_LAT_US = 2.5
 
+# Multi-node refinements of NCCL's model (NVIDIA/nccl@5067397 src/graph/tuning.cc ncclTopoTuneModel),
+# applied when a group spans more than one scale-up domain (NCCL's nNodes > 1):
+#   * LL's bus bandwidth is capped: Ring "busBw = min(llMaxBw, busBw * .5)", Tree "min(busBw / 3.8,
+#     llMaxBw)"; for nNodes > 1 llMaxBw is chosen by the host CPU (llMaxBws rows Intel / AMD, columns
+#     2 nodes / more): Intel 39.0 / 20.4 GB/s, AMD 22.5 / 19.0 GB/s.
+#   * every intra-node ring step costs at least the network post overhead ("Inter-node rings still
+#     have to launch nsteps * net overhead"): intraLat = max(hwLat, getNetOverhead()), 1 us on Intel
+#     (and other) hosts, 2 us on AMD, x3 for Simple.
+# The cluster spec does not name the host CPU: the Intel / other-vendor values are taken (assumption;
+# DGX H100 hosts are Intel Xeon; DGX A100 hosts are AMD EPYC, whose 22.5 / 19.0 GB/s and 2 us differ).
+LL_MAX_BW_MULTI_NODE_GBPS = (39.0, 20.4)  # (2 nodes, 3 or more): llMaxBws Intel row
+NET_OVERHEAD_US = 1.0  # getNetOverhead(), Intel / other CPUs
+NET_OVERHEAD_SIMPLE_FACTOR = 3.0  # "if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3"
+
 # All-to-all: NCCL implements it as n-1 concurrent send/recv pairs; we charge the Simple base
 # latency, two network hops and a per-peer issue cost. 0.5 us per peer reproduces DeepEP's
 # low-latency dispatch growing from 77 us (EP8) to ~194 us (EP256) (collectives.md section 3)
