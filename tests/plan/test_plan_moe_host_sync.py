@@ -1,0 +1,36 @@
+"""Which MoE runs block the host on the device once per layer (plan/moe_host_sync.py)."""
+
+import json
+from pathlib import Path
+
+from wanka.plan.moe_host_sync import SYNC_REASON, moe_host_sync, moe_host_sync_of_row
+
+RUNS = Path(__file__).resolve().parents[2] / "src/wanka/plan/published_runs"
+
+
+def _rows(name):
+    return json.loads((RUNS / f"{name}.json").read_text())
+
+
+def test_switches():
+    assert moe_host_sync(1, "alltoall", None) is None  # dense
+    assert moe_host_sync(128, None, None) == SYNC_REASON["alltoall"]  # NeMo's default dispatcher, dropless
+    assert moe_host_sync(128, "deepep", None) == SYNC_REASON["deepep"]
+    assert moe_host_sync(128, "hybridep", None) == SYNC_REASON["hybridep"]
+    assert moe_host_sync(128, "hybridep", None, expert_rank_capacity_factor=1.5) is None
+    assert moe_host_sync(8, "allgather", None) == SYNC_REASON["allgather"]
+    assert moe_host_sync(64, "alltoall", 1.0) is None  # padded to capacity: counts are CPU constants
+    assert moe_host_sync(64, "alltoall", 1.0, padded=False) == SYNC_REASON["alltoall"]  # drop, no pad
+    assert moe_host_sync(128, "hybridep", None, full_iteration_graph=True) is None
+
+
+def test_rows():
+    nemo = {r["id"]: r for r in _rows("nemo_perf")}
+    assert moe_host_sync_of_row(nemo["nemo_qwen3-30b-a3b_b200_8gpu_mxfp8_26.02"]) == SYNC_REASON["alltoall"]
+    assert moe_host_sync_of_row(nemo["nemo_qwen3-30b-a3b_h100_16gpu_fp8_26.02"]) == SYNC_REASON["deepep"]
+    assert moe_host_sync_of_row(nemo["nemo_qwen3-30b-a3b_gb200_8gpu_mxfp8_26.06"]) is None  # full_iteration
+    assert moe_host_sync_of_row(nemo["nemo_gpt3-5b_h100_64gpu_fp8_24.07"]) is None  # dense
+    folding = [r for r in _rows("papers") if (r.get("parallelism") or {}).get("moe_capacity_factor")]
+    assert len(folding) == 32 and all(moe_host_sync_of_row(r) is None for r in folding)
+    mixtral = [r for r in _rows("mindspeed_ascend") if (r.get("architecture") or {}).get("num_experts")]
+    assert [moe_host_sync_of_row(r) for r in mixtral] == [SYNC_REASON["allgather"]]
