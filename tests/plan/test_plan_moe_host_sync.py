@@ -34,3 +34,13 @@ def test_rows():
     assert len(folding) == 32 and all(moe_host_sync_of_row(r) is None for r in folding)
     mixtral = [r for r in _rows("mindspeed_ascend") if (r.get("architecture") or {}).get("num_experts")]
     assert [moe_host_sync_of_row(r) for r in mixtral] == [SYNC_REASON["allgather"]]
+
+
+def test_validate_reports_the_sync_per_row_without_pricing_it():
+    from wanka.plan.published import check_row
+
+    nemo = {r["id"]: r for r in _rows("nemo_perf")}
+    synced = check_row(nemo["nemo_qwen3-30b-a3b_b200_8gpu_mxfp8_26.02"])
+    assert synced.host_sync == SYNC_REASON["alltoall"] and synced.predicted
+    assert check_row(nemo["nemo_qwen3-30b-a3b_gb200_8gpu_mxfp8_26.06"]).host_sync is None
+    assert check_row(nemo["nemo_gpt3-5b_h100_64gpu_fp8_24.07"]).host_sync is None

@@ -314,6 +314,10 @@ def cmd_validate(args):
             console.print("by framework family (median / p90 |error|, rows): " + "; ".join(
                 f"{f} {v['median_abs_error']:.1%} / {v['p90_abs_error']:.1%} ({v['compared']})"
                 for f, v in stats["by_family"].items()), soft_wrap=True)
+            if synced := sum(1 for c in checks if c.host_sync and not c.skipped):
+                console.print(f"{synced} MoE rows block the host once per layer forward (dropless routing: JSON "
+                              "`host_sync` says why); the planner does not price that wait (docs/plan.md "
+                              "'MoE, sixth pass')", soft_wrap=True)
         if stats["run_level"]["compared"]:
             for c in checks:
                 if c.basis == "run-level" and not c.skipped:

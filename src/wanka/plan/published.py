@@ -324,12 +324,16 @@ class Check:
     predicted_steady_state: float | None = None
     goodput: float | None = None
     goodput_detail: dict | None = None
+    # MoE runs whose layers block the host once per forward (plan/moe_host_sync.py): why, or None.
+    # Not priced -- a user reads it as "the prediction may be optimistic where layers are thin"
+    host_sync: str | None = None
 
 
 def check_row(row: dict) -> Check:
     """Price one published run and compare; never raises for a row the planner cannot take."""
     from wanka.plan.estimate import estimate
     from wanka.plan.frameworks import family_of
+    from wanka.plan.moe_host_sync import moe_host_sync_of_row
     p, hw = section(row, "parallelism"), section(row, "hardware")
     c = Check(id=str(row.get("id", "?")), gpus=hw.get("gpu_count") if isinstance(hw.get("gpu_count"), int) else None,
               family=family_of(p.get("framework"), p.get("zero_or_fsdp")))
@@ -341,6 +345,7 @@ def check_row(row: dict) -> Check:
         e_opts = framework_options(row, lay)
         e = estimate(model, cluster, lay, options=e_opts)
         c.layout, c.predicted = str(e.layout), e.tokens_per_s_per_gpu
+        c.host_sync = moe_host_sync_of_row(row)
         c.mfu_predicted, c.memory_GiB, c.fits = 100 * e.mfu, e.memory_GB_per_gpu, e.fits
         _compare(row, c, e, model, cluster)
     except (SpecError, ValueError, TypeError, ZeroDivisionError) as exc:
