@@ -1,0 +1,72 @@
+"""gpt-oss's shape as Megatron-Core runs it (docs/plan.md "Expert bias and clamped GLU (gpt-oss)",
+"Sliding window on some layers"): alternating windowed / full-causal attention, the fc2 bias added
+outside the grouped GEMM, the clamp before the fused activation; checked against closed forms."""
+
+import pytest
+
+from wanka.hardware.catalog import gpu as catalog_gpu
+from wanka.plan import efficiency as E
+from wanka.plan.compute import layer_time
+from wanka.plan.expert_epilogue import expert_epilogue
+from wanka.plan.published import load_rows, row_model
+from wanka.workload.flops import windowed_layer_share
+
+
+def _gptoss():
+    rows = [r for r in load_rows("nemo_perf") if r["model_name"] == "gpt-oss-120b"]
+    assert len(rows) == 18
+    return rows[0], row_model(rows[0])
+
+
+def test_rows_state_the_megatron_core_shape():
+    _, m = _gptoss()
+    assert (m.layers, m.hidden, m.heads, m.kv_heads_, m.head_dim_) == (36, 2880, 64, 8, 64)
+    assert (m.moe.experts, m.moe.top_k, m.moe.ffn_hidden, m.vocab) == (128, 4, 2880, 201088)
+    assert (m.sliding_window, m.full_attention_every) == (128, 2)
+    assert m.moe.expert_bias and m.moe.activation_clamp == 7.0
+
+
+def test_windowed_layer_share_follows_megatron_layer_numbering():
+    _, m = _gptoss()
+    assert windowed_layer_share(m) == 0.5  # layers 1, 3, ..., 35 windowed; 2, 4, ..., 36 full
+    odd = m.model_copy(update={"layers": 5, "full_attention_every": 3})  # 1 2 [3] 4 5
+    assert windowed_layer_share(odd) == pytest.approx(4 / 5)
+    assert windowed_layer_share(m.model_copy(update={"full_attention_every": None})) == 1.0
+    assert windowed_layer_share(m.model_copy(update={"sliding_window": None})) == 0.0
+
+
+def test_alternating_attention_is_the_mean_of_both_layer_kinds():
+    _, m = _gptoss()
+    g = catalog_gpu("b200")
+    args = (g, True, 4, 4096, 4096, 1, 8, False, "none", "bf16", "flash")
+    mixed = layer_time(m, *args).attn_fwd_s
+    every = layer_time(m.model_copy(update={"full_attention_every": None}), *args).attn_fwd_s
+    full = layer_time(m.model_copy(update={"sliding_window": None, "full_attention_every": None}), *args).attn_fwd_s
+    assert every < mixed < full
+    assert mixed == pytest.approx((every + full) / 2)
+
+
+def test_expert_bias_and_clamp_cost_their_bytes_and_kernels():
+    _, m = _gptoss()
+    g = catalog_gpu("b200")
+    ep, mbs, s = 8, 4, 4096
+    plain = m.model_copy(update={"moe": m.moe.model_copy(update={"expert_bias": False, "activation_clamp": None})})
+    args = (g, True, mbs, s, s, 1, ep, False, "none", "bf16", "flash")
+    with_, without = layer_time(m, *args), layer_time(plain, *args)
+    local = m.moe.experts / ep
+    rows = mbs * s * m.moe.top_k
+    h, f = m.hidden, m.moe.ffn_hidden
+    fwd_bytes = 28 * h + 16 * f  # fc2 bias (fp32 b*p, add, cat, cast) + two clamps and a cat
+    bwd_bytes = 36 * h + 20 * f
+    fwd_kernels = 2 * local + 2 + 3
+    bwd_kernels = 5 * local + 1 + 3
+    assert expert_epilogue(m, local) == (fwd_bytes, bwd_bytes, fwd_kernels, bwd_kernels)
+    hbm = E.hbm_Bps(g)
+    assert with_.fwd_s - without.fwd_s == pytest.approx(rows * fwd_bytes / hbm + E.KERNEL_OVERHEAD_S * fwd_kernels)
+    assert with_.bwd_s - without.bwd_s == pytest.approx(rows * bwd_bytes / hbm + E.KERNEL_OVERHEAD_S * bwd_kernels)
+    assert expert_epilogue(plain, local) == (0.0, 0.0, 0.0, 0.0)
+    # moe_act recompute reruns the clamp with the activation (bias_act_func is checkpointed)
+    rec = ("selective", "bf16", "flash", ("moe_act",))
+    r_with = layer_time(m, g, True, mbs, s, s, 1, ep, False, *rec).recompute_s
+    r_without = layer_time(plain, g, True, mbs, s, s, 1, ep, False, *rec).recompute_s
+    assert r_with - r_without == pytest.approx(rows * 16 * f / hbm)
