@@ -70,3 +70,17 @@ def test_expert_bias_and_clamp_cost_their_bytes_and_kernels():
     r_with = layer_time(m, g, True, mbs, s, s, 1, ep, False, *rec).recompute_s
     r_without = layer_time(plain, g, True, mbs, s, s, 1, ep, False, *rec).recompute_s
     assert r_with - r_without == pytest.approx(rows * 16 * f / hbm)
+
+
+def test_narrow_heads_run_at_the_fa3_papers_ratio():
+    assert E.attention_head_dim_factor(128) == E.attention_head_dim_factor(256) == 1.0
+    assert E.attention_head_dim_factor(64) == pytest.approx(413 / 595)  # cuDNN, FA3 paper Fig. 5
+    assert E.attention_head_dim_factor(64, "flash2") == pytest.approx(324 / 370)
+    assert E.attention_head_dim_factor(96) == pytest.approx((413 / 595 + 1) / 2)
+    _, m = _gptoss()
+    g = catalog_gpu("h100-sxm")
+    args = (g, True, 1, 4096, 4096, 1, 8, False, "none", "bf16", "flash")
+    narrow = layer_time(m, *args).attn_fwd_s
+    # the same FLOPs with 128-wide heads (half the heads) at the head-dim-128 rate
+    wide = layer_time(m.model_copy(update={"heads": 32, "kv_heads": 4, "head_dim": 128}), *args).attn_fwd_s
+    assert narrow == pytest.approx(wide * 595 / 413)

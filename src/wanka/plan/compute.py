@@ -174,7 +174,8 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         def core(window: int | None) -> float:
             keys = min(seq_local, window or seq_local)
             pairs = causal_pair_fraction(seq_full, window)
-            return pairs * full_flops / (E.attention_flops(gpu, attention) * E.attention_length_factor(keys))
+            rate = E.attention_flops(gpu, attention) * E.attention_head_dim_factor(d_qk, attention)
+            return pairs * full_flops / (rate * E.attention_length_factor(keys))
         # ModelSpec.full_attention_every: the layer-averaged core of windowed and full-causal layers
         attn_fwd = core(m.sliding_window)
         if m.sliding_window and m.full_attention_every:
