@@ -1,6 +1,7 @@
 """gpt-oss's shape as Megatron-Core runs it (docs/plan.md "Expert bias and clamped GLU (gpt-oss)",
 "Sliding window on some layers"): alternating windowed / full-causal attention, the fc2 bias added
-outside the grouped GEMM, the clamp before the fused activation; checked against closed forms."""
+outside the grouped GEMM, the clamp before the fused activation; 64-wide heads; Qwen3's q/k RMSNorm
+("Query-key norm"); checked against closed forms."""
 
 import pytest
 
@@ -84,3 +85,16 @@ def test_narrow_heads_run_at_the_fa3_papers_ratio():
     # the same FLOPs with 128-wide heads (half the heads) at the head-dim-128 rate
     wide = layer_time(m.model_copy(update={"heads": 32, "kv_heads": 4, "head_dim": 128}), *args).attn_fwd_s
     assert narrow == pytest.approx(wide * 595 / 413)
+
+
+def test_qwen3_rows_pay_two_head_norms():
+    rows = [r for r in load_rows("nemo_perf") if r["model_name"].startswith("Qwen3")]
+    assert rows and all(row_model(r).qk_norm for r in rows)
+    m = row_model(rows[0])
+    plain = m.model_copy(update={"qk_norm": False})
+    g = catalog_gpu("b200")
+    mbs, s, tp = 1, 4096, 2
+    args = (g, True, mbs, s, s, tp, 8, True, "none", "bf16", "flash")
+    extra = layer_time(m, *args).fwd_s - layer_time(plain, *args).fwd_s
+    elems = mbs * s * (m.heads + m.kv_heads_) * m.head_dim_ / tp  # heads split over TP
+    assert extra == pytest.approx(elems * 4 / E.hbm_Bps(g) + 2 * E.KERNEL_OVERHEAD_S)

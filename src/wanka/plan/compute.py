@@ -198,7 +198,10 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         act = (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden
         ffn_traffic = imbalance * m.moe.top_k * (act + 8 * h) + m.moe.shared_experts * act
     rope = 0 if m.norm == "layernorm" else 4 * (m.heads + m.kv_heads_) * m.head_dim_
-    split = tokens * (ffn_traffic + rope)
+    # qk_norm: Megatron-Core's q_layernorm / k_layernorm (attention.py get_query_key_value_tensors),
+    # two TE RMSNorm kernels over the q and k heads, read + write 2 bytes each, like the layer norms
+    qk_norm = 4 * (m.heads + m.kv_heads_) * m.head_dim_ if m.qk_norm else 0
+    split = tokens * (ffn_traffic + rope + qk_norm)
     if eager:
         ffn = m.moe.top_k * m.moe.ffn_hidden if (moe_layer and m.moe is not None) else m.ffn_hidden
         more_repl, more_split = eager_extra_bytes(m, ffn)
@@ -206,7 +209,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     elif complex_rope:
         split += tokens * complex_rope_extra_bytes(m)
     elem_fwd = (repl / (tp if sp else 1) + split / tp) / hbm
-    launch = E.KERNEL_OVERHEAD_S * E.KERNELS_PER_LAYER_FWD
+    launch = E.KERNEL_OVERHEAD_S * (E.KERNELS_PER_LAYER_FWD + (2 if m.qk_norm else 0))
     move_fwd = move_bwd = 0.0  # the all-gather dispatcher's and SequentialMLP's token movement
     if moe_layer and m.moe is not None:
         move_fwd, move_bwd = moe_dispatch_bytes(m, tokens, ep, tp, etp or tp, imbalance, moe_dispatcher,

@@ -87,6 +87,7 @@ def row_model(row: dict, assumed: list[str] | None = None):
             "vocab": a.get("vocab_size"), "seq_len": row_seq_len(row), "activation": act,
             "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window"),
             "full_attention_every": a.get("full_attention_every"),
+            "qk_norm": flag(a.get("qk_layernorm"), "architecture.qk_layernorm"),
             "tied_embeddings": flag(a.get("tied_embeddings"), "architecture.tied_embeddings")}  # one matrix in and out
     if "moe" in words(row.get("model_kind")) and not a.get("num_experts"):
         raise SpecError("architecture.num_experts", "the expert count of a run whose model_kind is MoE", None)

@@ -63,6 +63,8 @@ class ModelSpec(StrictSpec):
     # causal attention (Megatron-Core window_attn_skip_freq, transformer/utils.is_layer_window_attention;
     # gpt-oss: 2, alternating). None: the window on every layer
     full_attention_every: int | None = Field(default=None, gt=1)
+    # RMSNorm on every query and key head before RoPE (Qwen3; Megatron-Core qk_layernorm)
+    qk_norm: bool = False
     notes: list[str] = []
 
     @model_validator(mode="after")
