@@ -98,3 +98,21 @@ def test_qwen3_rows_pay_two_head_norms():
     extra = layer_time(m, *args).fwd_s - layer_time(plain, *args).fwd_s
     elems = mbs * s * (m.heads + m.kv_heads_) * m.head_dim_ / tp  # heads split over TP
     assert extra == pytest.approx(elems * 4 / E.hbm_Bps(g) + 2 * E.KERNEL_OVERHEAD_S)
+
+
+def test_fused_grouped_mlp_rows_skip_the_eager_epilogue():
+    from wanka.plan.published import framework_options
+
+    rows = [r for r in load_rows("nemo_perf") if r["model_name"] == "gpt-oss-120b"]
+    fused = {r["id"] for r in rows if framework_options(r).moe_fused_expert_mlp}
+    # the GB200 MXFP8 presets with cutedsl_fused_grouped_mlp / use_transformer_engine_op_fuser
+    assert fused == {f"nemo_gpt-oss-120b_gb200_64gpu_mxfp8_{v}" for v in ("26.06", "26.06.01", "26.08")}
+    m = row_model(rows[0])
+    g = catalog_gpu("gb200")
+    args = (g, True, 4, 4096, 4096, 1, 64, False, "selective", "fp8", "flash", ("moe_act",), None, 1.0, False,
+            "fused", False, "alltoall", True)
+    eager, fused_lt = layer_time(m, *args, False), layer_time(m, *args, True)
+    plain = m.model_copy(update={"moe": m.moe.model_copy(update={"expert_bias": False, "activation_clamp": None})})
+    base = layer_time(plain, *args, False)
+    assert eager.fwd_s > fused_lt.fwd_s == pytest.approx(base.fwd_s)
+    assert fused_lt.bwd_s == pytest.approx(base.bwd_s) and fused_lt.recompute_s == pytest.approx(base.recompute_s)

@@ -125,12 +125,13 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
                modules: tuple[str, ...] = ("core_attn",), etp: int | None = None,
                imbalance: float = 1.0, eager: bool = False, fp8_scaling: str = "fused",
                complex_rope: bool = False, moe_dispatcher: str = "alltoall",
-               moe_grouped_gemm: bool = True) -> LayerTime:
+               moe_grouped_gemm: bool = True, fused_expert_mlp: bool = False) -> LayerTime:
     """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names);
     `imbalance`: max/mean routed tokens per EP rank (wanka.plan.moe_cost); `eager`: elementwise
     ops unfused (eager_extra_bytes); `fp8_scaling`: "torchao-tensorwise" adds fp8_cast_bytes;
     `complex_rope`: a compiled block's complex RoPE still runs op by op (complex_rope_extra_bytes);
-    `moe_dispatcher`, `moe_grouped_gemm`: Options' (moe_cost.moe_dispatch_bytes)."""
+    `moe_dispatcher`, `moe_grouped_gemm`: Options' (moe_cost.moe_dispatch_bytes); `fused_expert_mlp`:
+    Options.moe_fused_expert_mlp (no expert_epilogue kernels)."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
@@ -219,7 +220,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         else:  # TE GroupedLinear: one cuBLAS GEMM per local expert over 4 streams (moe_cost)
             launch += E.KERNEL_OVERHEAD_S * grouped_gemm_extra_kernels_fwd(local)
     epi_fwd = epi_bwd = 0.0  # expert bias / clamped GLU kernels outside the grouped GEMMs (expert_epilogue)
-    if moe_layer and m.moe is not None:
+    if moe_layer and m.moe is not None and not fused_expert_mlp:
         b_fwd, b_bwd, k_fwd, k_bwd = expert_epilogue(m, local)
         rows = tokens * m.moe.top_k * imbalance / tp
         epi_fwd = rows * b_fwd / hbm + E.KERNEL_OVERHEAD_S * k_fwd
@@ -253,7 +254,8 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
             hw += out_flops
         if "moe_act" in modules and moe_layer and m.moe is not None:
             recompute_s += tokens * m.moe.top_k * (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden / tp / hbm
-            recompute_s += tokens * m.moe.top_k * imbalance * clamp_fwd_bytes(m) / tp / hbm
+            if not fused_expert_mlp:
+                recompute_s += tokens * m.moe.top_k * imbalance * clamp_fwd_bytes(m) / tp / hbm
     names = ("qkv", "attn_out", "mlp_up", "mlp_down")
     tp_gemms = tuple(by_name[n] for n in names) if all(n in by_name for n in names) else ()
     shared = tuple(by_name[n] for n in ("shared_up", "shared_down")) if "shared_up" in by_name else ()

@@ -285,6 +285,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     if isinstance(p.get("dp_bucket_params"), (int, float)) and p["dp_bucket_params"] >= 1:
         kw["dp_bucket_params"] = float(p["dp_bucket_params"])  # the run's DDP bucket_size (parameters)
     kw.update(moe_execution_of_row(p))  # the script's MoE dispatcher and grouped GEMM (plan/moe_cost.py)
+    if flag(p.get("moe_fused_grouped_mlp"), "parallelism.moe_fused_grouped_mlp"):  # plan/expert_epilogue.py
+        kw["moe_fused_expert_mlp"] = True
     if "eager" in fw and "compile" not in fw:  # no torch.compile: elementwise ops kernel by kernel
         kw["eager"] = True
     if "dualpipe" in text_of(p.get("pipeline_schedule")):
