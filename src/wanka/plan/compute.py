@@ -24,10 +24,11 @@ from wanka.plan.memo import memo_by_identity
 
 from wanka.hardware import GPU
 from wanka.plan import efficiency as E
+from wanka.plan.expert_epilogue import clamp_fwd_bytes, expert_epilogue
 from wanka.plan.moe_cost import KERNELS_PER_SEQUENTIAL_EXPERT_FWD, grouped_gemm_extra_kernels_fwd, moe_dispatch_bytes
 from wanka.workload.activations import uses_dropout
 from wanka.workload.flops import (Gemm, alternate_matmul_fraction, attention_dims, causal_pair_fraction, head_gemm,
-                                  layer_gemms)
+                                  layer_gemms, windowed_layer_share)
 from wanka.workload.spec import ModelSpec
 
 
@@ -124,12 +125,13 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
                modules: tuple[str, ...] = ("core_attn",), etp: int | None = None,
                imbalance: float = 1.0, eager: bool = False, fp8_scaling: str = "fused",
                complex_rope: bool = False, moe_dispatcher: str = "alltoall",
-               moe_grouped_gemm: bool = True) -> LayerTime:
+               moe_grouped_gemm: bool = True, fused_expert_mlp: bool = False) -> LayerTime:
     """`modules`: what recompute=selective re-runs (Megatron-Core --recompute-modules names);
     `imbalance`: max/mean routed tokens per EP rank (wanka.plan.moe_cost); `eager`: elementwise
     ops unfused (eager_extra_bytes); `fp8_scaling`: "torchao-tensorwise" adds fp8_cast_bytes;
     `complex_rope`: a compiled block's complex RoPE still runs op by op (complex_rope_extra_bytes);
-    `moe_dispatcher`, `moe_grouped_gemm`: Options' (moe_cost.moe_dispatch_bytes)."""
+    `moe_dispatcher`, `moe_grouped_gemm`: Options' (moe_cost.moe_dispatch_bytes); `fused_expert_mlp`:
+    Options.moe_fused_expert_mlp (no expert_epilogue kernels)."""
     tokens = float(mbs * seq_local)
     peak = E.gemm_peak_flops(gpu, precision)
     hbm = E.hbm_Bps(gpu)
@@ -170,9 +172,16 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         cp = max(1, round(seq_full / seq_local))
         # causal: half the pairs; a sliding window (ModelSpec.sliding_window) computes only the band
         # of w keys per query, and each kernel's key range shrinks to at most w
-        pairs = causal_pair_fraction(seq_full, m.sliding_window)
-        keys = min(seq_local, m.sliding_window or seq_local)
-        attn_fwd = pairs * full_flops / (E.attention_flops(gpu, attention) * E.attention_length_factor(keys))
+        def core(window: int | None) -> float:
+            keys = min(seq_local, window or seq_local)
+            pairs = causal_pair_fraction(seq_full, window)
+            rate = E.attention_flops(gpu, attention) * E.attention_head_dim_factor(d_qk, attention)
+            return pairs * full_flops / (rate * E.attention_length_factor(keys))
+        # ModelSpec.full_attention_every: the layer-averaged core of windowed and full-causal layers
+        attn_fwd = core(m.sliding_window)
+        if m.sliding_window and m.full_attention_every:
+            share = windowed_layer_share(m)
+            attn_fwd = share * attn_fwd + (1 - share) * core(None)
         if cp > 1:
             attn_fwd += (cp - 1) * (2 * 4.0 * mbs * seq_local * heads * d_v / hbm + 2 * E.KERNEL_OVERHEAD_S)
         attn_bwd = E.attention_backward_over_forward(gpu, attention) * attn_fwd
@@ -190,7 +199,10 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         act = (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden
         ffn_traffic = imbalance * m.moe.top_k * (act + 8 * h) + m.moe.shared_experts * act
     rope = 0 if m.norm == "layernorm" else 4 * (m.heads + m.kv_heads_) * m.head_dim_
-    split = tokens * (ffn_traffic + rope)
+    # qk_norm: Megatron-Core's q_layernorm / k_layernorm (attention.py get_query_key_value_tensors),
+    # two TE RMSNorm kernels over the q and k heads, read + write 2 bytes each, like the layer norms
+    qk_norm = 4 * (m.heads + m.kv_heads_) * m.head_dim_ if m.qk_norm else 0
+    split = tokens * (ffn_traffic + rope + qk_norm)
     if eager:
         ffn = m.moe.top_k * m.moe.ffn_hidden if (moe_layer and m.moe is not None) else m.ffn_hidden
         more_repl, more_split = eager_extra_bytes(m, ffn)
@@ -198,7 +210,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     elif complex_rope:
         split += tokens * complex_rope_extra_bytes(m)
     elem_fwd = (repl / (tp if sp else 1) + split / tp) / hbm
-    launch = E.KERNEL_OVERHEAD_S * E.KERNELS_PER_LAYER_FWD
+    launch = E.KERNEL_OVERHEAD_S * (E.KERNELS_PER_LAYER_FWD + (2 if m.qk_norm else 0))
     move_fwd = move_bwd = 0.0  # the all-gather dispatcher's and SequentialMLP's token movement
     if moe_layer and m.moe is not None:
         move_fwd, move_bwd = moe_dispatch_bytes(m, tokens, ep, tp, etp or tp, imbalance, moe_dispatcher,
@@ -207,8 +219,14 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
             launch += E.KERNEL_OVERHEAD_S * KERNELS_PER_SEQUENTIAL_EXPERT_FWD * local
         else:  # TE GroupedLinear: one cuBLAS GEMM per local expert over 4 streams (moe_cost)
             launch += E.KERNEL_OVERHEAD_S * grouped_gemm_extra_kernels_fwd(local)
-    fwd = gemm_s + attn_fwd + elem_fwd + launch + (cast_fwd + move_fwd) / hbm
-    bwd = 2 * gemm_s + attn_bwd + 2 * elem_fwd + 2 * launch + (cast_bwd + move_bwd) / hbm
+    epi_fwd = epi_bwd = 0.0  # expert bias / clamped GLU kernels outside the grouped GEMMs (expert_epilogue)
+    if moe_layer and m.moe is not None and not fused_expert_mlp:
+        b_fwd, b_bwd, k_fwd, k_bwd = expert_epilogue(m, local)
+        rows = tokens * m.moe.top_k * imbalance / tp
+        epi_fwd = rows * b_fwd / hbm + E.KERNEL_OVERHEAD_S * k_fwd
+        epi_bwd = rows * b_bwd / hbm + E.KERNEL_OVERHEAD_S * k_bwd
+    fwd = gemm_s + attn_fwd + elem_fwd + launch + epi_fwd + (cast_fwd + move_fwd) / hbm
+    bwd = 2 * gemm_s + attn_bwd + 2 * elem_fwd + 2 * launch + epi_bwd + (cast_bwd + move_bwd) / hbm
     attn_model_flops = full_flops  # HFU counts attention as the model convention does (full s x s)
     hw = 3 * (gemm_flops + attn_model_flops)
     recompute_s = 0.0
@@ -236,6 +254,8 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
             hw += out_flops
         if "moe_act" in modules and moe_layer and m.moe is not None:
             recompute_s += tokens * m.moe.top_k * (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden / tp / hbm
+            if not fused_expert_mlp:
+                recompute_s += tokens * m.moe.top_k * imbalance * clamp_fwd_bytes(m) / tp / hbm
     names = ("qkv", "attn_out", "mlp_up", "mlp_down")
     tp_gemms = tuple(by_name[n] for n in names) if all(n in by_name for n in names) else ()
     shared = tuple(by_name[n] for n in ("shared_up", "shared_down")) if "shared_up" in by_name else ()

@@ -187,6 +187,24 @@ def attention_flops(g: GPU, kernel: str = "flash") -> float:
     return g.peak("bf16") * 1e12 * calibrated(eff, g.efficiency_scale.attention)
 
 
+# Head-dimension dependence of the fused kernels' rate: FlashAttention-3 paper (Shah et al. 2024,
+# arXiv:2407.08608) Fig. 5, H100 SXM5 BF16 forward, non-causal, 16K tokens: cuDNN 413 TFLOP/s at head
+# dim 64 vs 595 at 128; FlashAttention-2 324 vs 370. The planner's rates are head-dim-128 figures, so a
+# 64-wide head runs at that ratio; linear in between, 1 from 128 up (the 256 figures are not applied).
+# The forward ratio stands in for the backward, and Hopper's for other architectures (assumptions).
+ATTENTION_HEAD_DIM_64_RATIO = {"flash": 413 / 595, "flash2": 324 / 370}
+
+
+def attention_head_dim_factor(head_dim: float, kernel: str = "flash") -> float:
+    """Rate at `head_dim` over the rate at 128 (ATTENTION_HEAD_DIM_64_RATIO)."""
+    r64 = ATTENTION_HEAD_DIM_64_RATIO.get(kernel, ATTENTION_HEAD_DIM_64_RATIO["flash"])
+    if head_dim >= 128:
+        return 1.0
+    if head_dim <= 64:
+        return r64
+    return r64 + (1.0 - r64) * (head_dim - 64) / 64
+
+
 def attention_backward_over_forward(g: GPU, kernel: str = "flash") -> float:
     """Backward time over forward time of fused attention: 2.5 (FlashAttention-2 recomputes QK^T:
     5 GEMMs vs 2; Dao 2023 s.3.1.2) at the forward's rate, slower where the backward kernel runs

@@ -134,7 +134,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             lt = layer_time(model, gpu, is_moe, lay.mbs, s_loc, seq, lay.tp, lay.ep, sp, lay.recompute,
                             lay.precision, opts.attention, opts.recompute_modules, lay.expert_tp,
                             imbalance if is_moe else 1.0, opts.eager, opts.fp8_scaling,
-                            opts.complex_rope, opts.moe_dispatcher, opts.moe_grouped_gemm)
+                            opts.complex_rope, opts.moe_dispatcher, opts.moe_grouped_gemm,
+                            opts.moe_fused_expert_mlp)
             cp_f, cp_b = cp_layer_exposed_s(cluster, lay, kv_chunk, lt.attn_fwd_s, opts)
             ep_l = ep_lb = ep_s if is_moe else 0.0
             if is_moe and opts.moe_shared_expert_overlap:  # shared experts beside the all-to-alls (moe_cost)

@@ -90,6 +90,10 @@ class Options:
     # the local experts as one grouped GEMM (--moe-grouped-gemm) or one after another (SequentialMLP,
     # Megatron-Core's default: per-expert kernels and O(experts) gradient copies, wanka.plan.moe_cost)
     moe_grouped_gemm: bool = True
+    # Megatron-Core's fused grouped MLP (use_transformer_engine_op_fuser, core_v0.18.0 TEGroupedMLP
+    # _fused_forward: TE ops GroupedLinear with bias + ScaledClampedQGeGLU): the expert bias and
+    # clamp run inside the fused kernels, so plan/expert_epilogue.py's eager kernels are not priced
+    moe_fused_expert_mlp: bool = False
     # --moe-shared-expert-overlap: the shared experts' GEMMs on a side stream beside the dispatch and
     # combine all-to-alls, which then show only where they outlast them (moe_cost.shared_expert_overlap_ep_s)
     moe_shared_expert_overlap: bool = False

@@ -86,6 +86,8 @@ def row_model(row: dict, assumed: list[str] | None = None):
             "head_dim": a.get("head_dim"), "ffn_hidden": a.get("ffn_hidden_size") or 4 * (hidden or 0),
             "vocab": a.get("vocab_size"), "seq_len": row_seq_len(row), "activation": act,
             "norm": "rmsnorm" if act == "swiglu" else "layernorm", "sliding_window": a.get("sliding_window"),
+            "full_attention_every": a.get("full_attention_every"),
+            "qk_norm": flag(a.get("qk_layernorm"), "architecture.qk_layernorm"),
             "tied_embeddings": flag(a.get("tied_embeddings"), "architecture.tied_embeddings")}  # one matrix in and out
     if "moe" in words(row.get("model_kind")) and not a.get("num_experts"):
         raise SpecError("architecture.num_experts", "the expert count of a run whose model_kind is MoE", None)
@@ -95,7 +97,9 @@ def row_model(row: dict, assumed: list[str] | None = None):
             assumed.append(f"{' and '.join(unstated)} not stated: top-1 routing / the dense FFN width")
         spec["moe"] = {"experts": a["num_experts"], "top_k": a.get("top_k") or 1,
                        "ffn_hidden": a.get("moe_ffn_hidden_size") or spec["ffn_hidden"],
-                       "shared_experts": a.get("shared_experts") or 0, "dense_layers": a.get("num_dense_layers") or 0}
+                       "shared_experts": a.get("shared_experts") or 0, "dense_layers": a.get("num_dense_layers") or 0,
+                       "expert_bias": bool(flag(a.get("moe_expert_bias"), "architecture.moe_expert_bias")),
+                       "activation_clamp": a.get("moe_activation_clamp")}
     if "mla" in text_of(a.get("attention_type")):
         spec["mla"] = _mla_from_preset(a)
     try:
@@ -284,6 +288,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     if isinstance(p.get("dp_bucket_params"), (int, float)) and p["dp_bucket_params"] >= 1:
         kw["dp_bucket_params"] = float(p["dp_bucket_params"])  # the run's DDP bucket_size (parameters)
     kw.update(moe_execution_of_row(p))  # the script's MoE dispatcher and grouped GEMM (plan/moe_cost.py)
+    if flag(p.get("moe_fused_grouped_mlp"), "parallelism.moe_fused_grouped_mlp"):  # plan/expert_epilogue.py
+        kw["moe_fused_expert_mlp"] = True
     if "eager" in fw and "compile" not in fw:  # no torch.compile: elementwise ops kernel by kernel
         kw["eager"] = True
     if "dualpipe" in text_of(p.get("pipeline_schedule")):

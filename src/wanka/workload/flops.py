@@ -84,6 +84,16 @@ def causal_pair_fraction(seq_len: int, window: int | None) -> float:
     return (w * s - w * (w - 1) / 2) / (s * s)
 
 
+def windowed_layer_share(m: ModelSpec) -> float:
+    """Share of the layers with the sliding window: all when ModelSpec.full_attention_every is None,
+    else the layers whose 1-based number is not a multiple of it (Megatron-Core
+    transformer/utils.is_layer_window_attention: layer_number % window_attn_skip_freq != 0)."""
+    if m.sliding_window is None:
+        return 0.0
+    n = m.full_attention_every
+    return 1.0 if n is None else (m.layers - m.layers // n) / m.layers
+
+
 def matmul_params_active(m: ModelSpec) -> int:
     """Parameters in GEMMs one token uses: active parameters less the input embedding (a lookup)
     and the norm weights, plus the output projection when it is tied (its GEMM still runs)."""

@@ -16,6 +16,11 @@ class MoESpec(StrictSpec):
     ffn_hidden: int = Field(gt=0, description="per expert")
     shared_experts: int = Field(default=0, ge=0)
     dense_layers: int = Field(default=0, ge=0, description="leading layers that stay dense")
+    # gpt-oss experts: a bias on both expert GEMMs (Megatron add_bias_linear) and the GLU inputs
+    # clamped before the activation (activation_func_clamp_value 7.0); both add memory-bound kernels
+    # outside the grouped GEMMs (plan/expert_epilogue.py)
+    expert_bias: bool = False
+    activation_clamp: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> "MoESpec":
@@ -54,6 +59,12 @@ class ModelSpec(StrictSpec):
     # sliding-window attention: each query sees at most this many keys, itself included (Mistral 7B:
     # window 4096, arXiv:2310.06825 s.2 and Table 1; Megatron/MindSpeed --sliding-window). None: full causal
     sliding_window: int | None = Field(default=None, gt=0)
+    # the window on some layers only: every n-th layer (1-based number divisible by n) keeps full
+    # causal attention (Megatron-Core window_attn_skip_freq, transformer/utils.is_layer_window_attention;
+    # gpt-oss: 2, alternating). None: the window on every layer
+    full_attention_every: int | None = Field(default=None, gt=1)
+    # RMSNorm on every query and key head before RoPE (Qwen3; Megatron-Core qk_layernorm)
+    qk_norm: bool = False
     notes: list[str] = []
 
     @model_validator(mode="after")
