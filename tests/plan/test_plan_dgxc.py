@@ -8,18 +8,13 @@ import statistics
 import pytest
 
 from wanka.plan.published import check_row, load_rows
+from priced_rows import priced_errors
 
 ROWS = load_rows("dgxc")
 
 
 def _errors(pred) -> list[float]:
-    out = []
-    for row in ROWS:
-        if pred(row):
-            c = check_row(row)
-            if not c.skipped:
-                out.append(c.error)
-    return out
+    return priced_errors(ROWS, pred)
 
 
 def _dense(row):

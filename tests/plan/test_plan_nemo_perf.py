@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from wanka.plan.published import check_row, load_rows
+from wanka.plan.published import load_rows
+from priced_rows import priced_errors
 
 ROWS = load_rows("nemo_perf")
 MIRRORS = {"NVIDIA/NeMo": Path("/work/.mirror/NVIDIA+NeMo/repo"),
@@ -80,13 +81,7 @@ def test_published_tflops_and_tokens_imply_one_flop_count_per_model():
 
 
 def _errors(pred):
-    out = []
-    for row in ROWS:
-        if pred(row):
-            c = check_row(row)
-            if not c.skipped:
-                out.append(c.error)
-    return out
+    return priced_errors(ROWS, pred)
 
 
 def test_dense_rows_price_like_dgxc():
