@@ -29,7 +29,8 @@ from wanka.plan.exposure import (Options, cp_layer_exposed_s, dp_comm, ep_layer_
 from wanka.plan.uncertainty import mechanism_class
 from wanka.plan.moe_cost import (allgather_dispatch_comm_s, moe_imbalance, moe_layer_tp_comm_s,
                                   shared_expert_overlap_ep_s)
-from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages, stage_layers
+from wanka.plan.pp_layout import stage_pieces
+from wanka.plan.memory import _stage_params, distinct_stages, fits, memory_per_gpu, rank_stages
 from wanka.plan.zero3 import zero3_microbatch_s
 from wanka.workload.flops import model_flops_per_token
 from wanka.workload.spec import ModelSpec
@@ -124,10 +125,13 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
 
     slow = 1.0 / (1.0 - opts.comm_sm_fraction)  # SMs lent to communication kernels
 
-    def stage_pass(dense: int, moe: int, last: bool):
+    def stage_pass(dense: int, moe: int, last: bool, mtp: int = 0):
         fwd = bwd = rec = 0.0
         comm = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
         runs = []  # (LayerTime, count, is_moe, layer fwd s, layer bwd s) for ZeRO-3's unit-by-unit gathers
+        # an MTP module's transformer layer is of the decoder's last kind (plan/pp_layout.py)
+        mtp_moe = mtp if model.moe_layers else 0
+        dense, moe = dense + mtp - mtp_moe, moe + mtp_moe
         for count, is_moe in ((dense, False), (moe, True)):
             if not count:
                 continue
@@ -155,11 +159,12 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             comm["tp"] += count * (tp_l * (2 if full else 1) + tp_lb)
             comm["cp"] += count * (cp_f + cp_b)
             comm["ep"] += count * (ep_l * (2 if full else 1) + ep_lb)
-        if last:  # the output layer and loss run on the last stage
+        if last or mtp:  # the output layer and loss, once more per MTP module (plan/pp_layout.py)
             ht = head_time(model, gpu, lay.mbs, s_loc, lay.tp, "bf16" if opts.bf16_head else lay.precision,
                            opts.eager_fp32_loss, opts.megatron_unfused_ce)
-            fwd += ht.fwd_s * slow
-            bwd += ht.bwd_s * slow
+            heads = (1 if last else 0) + mtp
+            fwd += heads * ht.fwd_s * slow
+            bwd += heads * ht.bwd_s * slow
         return fwd, bwd, rec, comm, runs
 
     # every distinct stage (dense/MoE mix, output layer) is priced; the slowest sets the pace
@@ -169,16 +174,19 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     bf16_opt = ds_bf16.applies(opts, lay)
     passes: dict[tuple, tuple] = {}
 
+    pieces = stage_pieces(model, lay, opts)
+
     def priced(i: int) -> tuple:
-        dense, moe = stage_layers(model, lay.pp, i)
-        key = (dense, moe, i == lay.pp - 1)
+        key = pieces[i]
+        dense, moe = key[0], key[1]
         if key not in passes:
             passes[key] = stage_pass(*key)
         acc = ds_bf16.accumulate_s(sum(_stage_params(model, lay, i)), E.hbm_Bps(gpu)) if bf16_opt else 0.0
         return passes[key], acc, (dense + moe) * opts.layer_microbatch_overhead_s
 
     (fwd, bwd, rec, comm, runs), accum, overhead = max(
-        map(priced, distinct_stages(model, lay.pp)), key=lambda r: r[0][0] + r[0][1] + r[1] + r[2])
+        map(priced, range(lay.pp) if opts.pp_layout else distinct_stages(model, lay.pp)),
+        key=lambda r: r[0][0] + r[0][1] + r[1] + r[2])
 
     # each TP rank sends 1/tp of the activation with sequence parallelism or Megatron's scatter/gather
     # (Narayanan et al. SC'21 s.4.1); DeepSpeed's pipeline engine sends the whole output tensor

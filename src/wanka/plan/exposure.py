@@ -94,6 +94,11 @@ class Options:
     # _fused_forward: TE ops GroupedLinear with bias + ScaledClampedQGeGLU): the expert bias and
     # clamp run inside the fused kernels, so plan/expert_epilogue.py's eager kernels are not priced
     moe_fused_expert_mlp: bool = False
+    # Megatron-Core's pipeline_model_parallel_layout (plan/pp_layout.py): which decoder layers, MTP
+    # layers and the loss each pipeline rank runs; None: layers split evenly (memory.stage_layers)
+    pp_layout: str | None = None
+    # multi-token prediction modules (mtp_num_layers), on the last stage unless pp_layout places them
+    mtp_layers: int = 0
     # --moe-shared-expert-overlap: the shared experts' GEMMs on a side stream beside the dispatch and
     # combine all-to-alls, which then show only where they outlast them (moe_cost.shared_expert_overlap_ep_s)
     moe_shared_expert_overlap: bool = False

@@ -290,6 +290,10 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     kw.update(moe_execution_of_row(p))  # the script's MoE dispatcher and grouped GEMM (plan/moe_cost.py)
     if flag(p.get("moe_fused_grouped_mlp"), "parallelism.moe_fused_grouped_mlp"):  # plan/expert_epilogue.py
         kw["moe_fused_expert_mlp"] = True
+    if isinstance(p.get("pp_layout"), str) and p["pp_layout"]:  # Megatron-Core layout (plan/pp_layout.py)
+        kw["pp_layout"] = p["pp_layout"]
+    if isinstance(p.get("mtp_layers"), int) and p["mtp_layers"] > 0:  # mtp_num_layers the run set
+        kw["mtp_layers"] = p["mtp_layers"]
     if "eager" in fw and "compile" not in fw:  # no torch.compile: elementwise ops kernel by kernel
         kw["eager"] = True
     if "dualpipe" in text_of(p.get("pipeline_schedule")):
