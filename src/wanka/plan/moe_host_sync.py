@@ -34,7 +34,8 @@ unhandled operations), so a run that captured the iteration was sync-free.
 This module only says whether a run's MoE layers carry the sync, from the switches its row states.
 What the sync costs -- max(host launch time of the work after it, device time) per layer instead of
 the device time -- is not priced: no published host time per launched operator of eager
-PyTorch + Megatron-Core training was found to source it (docs/plan.md "MoE, sixth pass").
+PyTorch + Megatron-Core training on the rows' hosts was found to source it (docs/plan.md "MoE, sixth
+pass"; the per-module host times that were found, and why they do not price it: "seventh pass").
 """
 
 from __future__ import annotations
