@@ -87,6 +87,12 @@ class Options:
     # flag up to core_r0.9: the TP(xEP) group's hidden states all-gathered to every rank and permuted
     # there, its collectives not hidden by TP overlap)
     moe_dispatcher: str = "alltoall"
+    # the flex dispatcher's backend (--moe-flex-dispatcher-backend deepep|hybridep): an EP group spanning
+    # nodes is priced by its hierarchical kernels (wanka.plan.hier_dispatch); None: the flat all-to-all
+    moe_flex_backend: str | None = None
+    # node-limited routing (--moe-router-num-groups G, --moe-router-group-topk M): each token's experts
+    # lie in at most M of G contiguous expert groups (wanka.plan.hier_dispatch); None: no limit
+    moe_router_groups: tuple[int, int] | None = None
     # the local experts as one grouped GEMM (--moe-grouped-gemm) or one after another (SequentialMLP,
     # Megatron-Core's default: per-expert kernels and O(experts) gradient copies, wanka.plan.moe_cost)
     moe_grouped_gemm: bool = True

@@ -56,6 +56,9 @@ RULES = {
     "moe_capacity_factor": ((lambda v: v is None or (_number(v) and v > 0.0)), "a positive factor (1.0-2.0 typical) or None"),
     "moe_dispatch_bytes": ((lambda v: v is None or (type(v) is int and v in (1, 2, 4))), "1, 2 or 4 bytes per element, or None"),
     "moe_dispatcher": _choice("alltoall", "allgather"),
+    "moe_flex_backend": ((lambda v: v is None or v in ("deepep", "hybridep")), "deepep, hybridep or None"),
+    "moe_router_groups": ((lambda v: v is None or (isinstance(v, tuple) and len(v) == 2 and all(type(x) is int for x in v)
+                                                   and 1 <= v[1] <= v[0])), "(groups, group_topk) with 1 <= group_topk <= groups, or None"),
     "moe_grouped_gemm": _FLAG,
     "moe_shared_expert_overlap": _FLAG,
     "tp_overlap_gemm_bound": _FLAG,
