@@ -238,6 +238,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     2021 DeepSpeed ZeRO-3)."""
     from wanka.plan.frameworks import before_overlap_grad_reduce, family_of, framework
     from wanka.plan.mbridge_userbuffers import stated_tp_overlap
+    from wanka.plan.hier_dispatch import flex_dispatch_of_row
     from wanka.plan.moe_cost import moe_execution_of_row
 
     p, a = section(row, "parallelism"), section(row, "architecture")
@@ -288,6 +289,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     if isinstance(p.get("dp_bucket_params"), (int, float)) and p["dp_bucket_params"] >= 1:
         kw["dp_bucket_params"] = float(p["dp_bucket_params"])  # the run's DDP bucket_size (parameters)
     kw.update(moe_execution_of_row(p))  # the script's MoE dispatcher and grouped GEMM (plan/moe_cost.py)
+    kw.update(flex_dispatch_of_row(p))  # DeepEP/HybridEP: once per node, node-limited routing (plan/hier_dispatch.py)
     if flag(p.get("moe_fused_grouped_mlp"), "parallelism.moe_fused_grouped_mlp"):  # plan/expert_epilogue.py
         kw["moe_fused_expert_mlp"] = True
     if isinstance(p.get("pp_layout"), str) and p["pp_layout"]:  # Megatron-Core layout (plan/pp_layout.py)
