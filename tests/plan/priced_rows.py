@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wanka.plan.published import check_row
+from wanka.plan.row_check import check_row
 
 
 def priced_errors(rows, pred) -> list[float]:

@@ -9,7 +9,8 @@ import pytest
 
 from wanka.hardware.catalog import gpu
 from wanka.plan.frameworks import family_of
-from wanka.plan.published import check_row, framework_options, load_rows, row_cluster, row_layout
+from wanka.plan.published import framework_options, load_rows, row_cluster, row_layout
+from wanka.plan.row_check import check_row
 from wanka.plan.validate_summary import summary
 
 # measured when the set was added (Dec 2026): median |error| 56.7% with the 2021-22 megatron-deepspeed

@@ -44,7 +44,7 @@ def test_megatron_core_h100_weak_scaling_rows():
     # calibration_runs.json mcore_h100_weak_*: MFU only, FFN/micro-batch/recompute unpublished.
     # wanka.plan.published assumes: ffn 4h GELU, mbs 1, no recompute, ZeRO-1 (distributed
     # optimizer), sequence parallel with TP, half the TP communication hidden (--tp-comm-overlap).
-    from wanka.plan.published import check_row
+    from wanka.plan.row_check import check_row
 
     checks = [check_row(r) for r in load_rows() if r["id"].startswith("mcore_h100_weak")]
     for c in checks:

@@ -8,7 +8,8 @@ import pytest
 from wanka.errors import SpecError
 from wanka.plan.cp_allgather import allgather_cp_exposed_s
 from wanka.plan.exposure import Options, _ct
-from wanka.plan.published import check_row, framework_options, load_rows, row_cluster, row_layout, row_model
+from wanka.plan.published import framework_options, load_rows, row_cluster, row_layout, row_model
+from wanka.plan.row_check import check_row
 
 PRE = "torchtitan_llama3.1-"
 

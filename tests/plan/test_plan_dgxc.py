@@ -7,7 +7,8 @@ import statistics
 
 import pytest
 
-from wanka.plan.published import check_row, load_rows
+from wanka.plan.published import load_rows
+from wanka.plan.row_check import check_row
 from priced_rows import priced_errors
 
 ROWS = load_rows("dgxc")

@@ -9,7 +9,8 @@ import statistics
 import pytest
 
 from wanka.plan.estimate import estimate
-from wanka.plan.published import check_row, framework_options, load_rows, row_cluster, row_layout, row_model
+from wanka.plan.published import framework_options, load_rows, row_cluster, row_layout, row_model
+from wanka.plan.row_check import check_row
 
 # measured when the 12 rows were added (Dec 2026): median |error| 13.4% (p90 22.2%); with SDPA read as
 # FlashAttention-2 (published.FA2_NAMED) 14.2%; with the bfSixteen policy's BF16 gradient reduction

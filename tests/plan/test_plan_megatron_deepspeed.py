@@ -4,7 +4,8 @@ engine mechanisms (plan/frameworks.py 'megatron-deepspeed')."""
 import dataclasses
 
 from wanka.plan.estimate import estimate
-from wanka.plan.published import check_row, framework_options, load_rows, row_cluster, row_layout, row_model
+from wanka.plan.published import framework_options, load_rows, row_cluster, row_layout, row_model
+from wanka.plan.row_check import check_row
 
 
 def test_rows_are_priced_with_the_pipeline_engine_schedule():

@@ -5,7 +5,8 @@ import statistics
 
 import pytest
 
-from wanka.plan.published import check_row, load_rows, row_layout
+from wanka.plan.published import load_rows, row_layout
+from wanka.plan.row_check import check_row
 from wanka.plan.validate_summary import summary
 
 # measured when the set was added (Dec 2026): median |error| 13.7% (32 rows), p90 23.2%, max 87.9% (Llama

@@ -130,6 +130,6 @@ def test_cli_flags_select_the_dispatcher_and_sequential_experts(capsys):
 def test_mixtral_error_stays_within_what_was_measured():
     """+83% before the dispatcher and sequential experts were priced, +29.0% after, +31.9% with MC2
     hiding 31/32 of the attention's TP traffic (the dispatcher's stays exposed); bound: +2 points."""
-    from wanka.plan.published import check_row
+    from wanka.plan.row_check import check_row
 
     assert abs(check_row(_mixtral_row()).error) <= 0.34

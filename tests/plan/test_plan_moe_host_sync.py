@@ -37,7 +37,7 @@ def test_rows():
 
 
 def test_validate_reports_the_sync_per_row_without_pricing_it():
-    from wanka.plan.published import check_row
+    from wanka.plan.row_check import check_row
 
     nemo = {r["id"]: r for r in _rows("nemo_perf")}
     synced = check_row(nemo["nemo_qwen3-30b-a3b_b200_8gpu_mxfp8_26.02"])

@@ -7,7 +7,8 @@ import statistics
 
 import pytest
 
-from wanka.plan.published import check_row, framework_options, load_rows, row_layout, row_model
+from wanka.plan.published import framework_options, load_rows, row_layout, row_model
+from wanka.plan.row_check import check_row
 from wanka.workload.params import param_counts
 
 # measured when the 40 rows were added (Dec 2026): median |error| 14.3% (14.6% with tied embeddings read); 13B-70B rows 0-11% (one 43%

@@ -9,7 +9,8 @@ import pytest
 
 from wanka.plan.estimate import estimate
 from wanka.plan.exposure import Options, cp_layer_exposed_s
-from wanka.plan.published import check_row, framework_options, load_rows, row_cluster, row_layout, row_model
+from wanka.plan.published import framework_options, load_rows, row_cluster, row_layout, row_model
+from wanka.plan.row_check import check_row
 from wanka.plan.validate_summary import summary
 
 # measured when the set was added (Dec 2026): median |error| 8.0% over 25 rows (p90 12.5%); with

@@ -9,7 +9,8 @@ import pytest
 
 from wanka.errors import SpecError
 from wanka.plan.frameworks import family_of
-from wanka.plan.published import check_row, load_rows, row_layout
+from wanka.plan.published import load_rows, row_layout
+from wanka.plan.row_check import check_row
 from wanka.plan.row_text import catalog_part, precision_of, recompute_of, zero_stage
 
 

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from wanka.plan.published import check_row, load_rows, row_model
+from wanka.plan.published import load_rows, row_model
+from wanka.plan.row_check import check_row
 from wanka.plan.validate_summary import summary
 from wanka.plan.run_level import run_level_reason, run_level_tokens_per_gpu
 from wanka.reliability.goodput import DETECT_S, RESTART_S

@@ -13,7 +13,8 @@ from wanka.plan.dp_schedule import overlap_sm_cost_s
 from wanka.plan.exposure import DPComm, Options
 from wanka.plan.frameworks import MLPERF_USERBUFFERS, PROFILES, family_of, userbuffers_hidden_fraction
 from wanka.plan.memory import memory_per_gpu
-from wanka.plan.published import check_row, load_rows
+from wanka.plan.published import load_rows
+from wanka.plan.row_check import check_row
 from wanka.hardware.catalog import gpu as catalog_gpu
 from wanka.workload import load_model
 from wanka.workload.flops import causal_pair_fraction

@@ -1,7 +1,8 @@
 """torchtitan's published Llama 3.1 runs (plan/published_runs/torchtitan.json): every row is
 priced with the torchtitan profile, and the mechanisms move the way the measurements do."""
 
-from wanka.plan.published import check_row, framework_options, load_rows, row_layout
+from wanka.plan.published import framework_options, load_rows, row_layout
+from wanka.plan.row_check import check_row
 from wanka.plan.validate_summary import summary
 
 

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from wanka.plan import uncertainty as U
-from wanka.plan.published import built_in_runs, check_row, load_rows
+from wanka.plan.published import built_in_runs, load_rows
+from wanka.plan.row_check import check_row
 from wanka.plan.validate_summary import summary
 
 

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from plan_calibration_rows import ROWS_PATH, load_rows
-from wanka.plan.published import check_row, framework_options, row_cluster, row_layout, row_model
+from wanka.plan.published import framework_options, row_cluster, row_layout, row_model
+from wanka.plan.row_check import check_row
 
 
 

@@ -94,7 +94,8 @@ def _add(runs, skipped, load, where):
 
 
 def published_runs(path: Path) -> tuple[list[MeasuredRun], list[str]]:
-    from wanka.plan.published import framework_options, load_rows, measured_tokens_per_gpu, row_layout, row_model
+    from wanka.plan.published import framework_options, load_rows, row_layout, row_model
+    from wanka.plan.row_measured import measured_tokens_per_gpu
     from wanka.plan.row_hardware import catalog_gpu
     from wanka.plan.run_level import run_level_reason
 

@@ -273,7 +273,8 @@ def cmd_scale(args):
 def cmd_validate(args):
     from dataclasses import asdict
 
-    from wanka.plan.published import check_row, load_rows
+    from wanka.plan.published import load_rows
+    from wanka.plan.row_check import check_row
     from wanka.plan.validate_summary import summary
 
     if args.fail_above is not None and not (args.fail_above > 0 and math.isfinite(args.fail_above)):

@@ -162,7 +162,8 @@ def coverage(checks) -> float | None:
 
 def write_residuals(sets: list[str] | None = None, path: Path = TABLE) -> dict:
     """Price every built-in validate set and store each compared row's residual; returns the table."""
-    from wanka.plan.published import built_in_runs, check_row, load_rows
+    from wanka.plan.published import built_in_runs, load_rows
+    from wanka.plan.row_check import check_row
 
     rows = []
     for name in sets or built_in_runs():
