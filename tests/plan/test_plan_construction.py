@@ -71,7 +71,20 @@ BAD_OPTIONS = [
     ({"megatron_unfused_ce": "yes"}, "options.megatron_unfused_ce"),
     ({"eager": "yes"}, "options.eager"), ({"fp8_scaling": "delayed"}, "options.fp8_scaling"),
     ({"profile": "titan"}, "options.profile"), ({"pp_blocking_p2p": 1}, "options.pp_blocking_p2p"),
+    ({"moe_fused_expert_mlp": 3}, "options.moe_fused_expert_mlp"), ({"pp_layout": "Et|xyz"}, "options.pp_layout"),
+    ({"pp_layout": 4}, "options.pp_layout"), ({"mtp_layers": -1}, "options.mtp_layers"),
+    ({"mtp_layers": 1.0}, "options.mtp_layers"), ({"moe_router_groups": (4, 8)}, "options.moe_router_groups"),
+    ({"moe_flex_backend": "nccl"}, "options.moe_flex_backend"),
 ]
+
+
+def test_every_options_field_has_a_rule():
+    """A field added without a rule would be accepted unchecked from Python (options_check.RULES)."""
+    from dataclasses import fields
+
+    from wanka.plan.options_check import RULES
+
+    assert [f.name for f in fields(Options) if f.name not in RULES] == []
 
 
 @pytest.mark.parametrize("kwargs,field", BAD_OPTIONS, ids=[f"{k}" for k, _ in BAD_OPTIONS])
@@ -86,6 +99,8 @@ def test_valid_constructions_pass():
     Options(tp_overlap=1, ep_overlap=0.5, comm_sm_fraction=20 / 132, grad_bytes=2, pipeline="dualpipe",
             recompute_modules=("core_attn", "moe_act"), algorithm="flat-ring", zero3_unit="weight",
             eager=True, fp8_scaling="torchao-tensorwise", profile="torchtitan")
+    Options(pp_layout="Et*4|(t*4|)*14tmL", mtp_layers=1, moe_fused_expert_mlp=True, moe_router_groups=(8, 4),
+            moe_flex_backend="hybridep")
 
 
 def test_cli_rejects_a_bad_tp_overlap_with_exit_2(run_cli):

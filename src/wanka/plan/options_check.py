@@ -1,7 +1,7 @@
 """Checks of the planner's Options (wanka.plan.exposure.Options), run on construction so that
 Options built from Python fail as the CLI does: SpecError('options.<field>', expected, got).
 
-Each field has one rule; a field without a rule here is not checked (add one with the field).
+Each field has one rule (tests/plan/test_plan_construction.py checks that every field has one).
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ RULES = {
                                                    and 1 <= v[1] <= v[0])), "(groups, group_topk) with 1 <= group_topk <= groups, or None"),
     "moe_grouped_gemm": _FLAG,
     "moe_shared_expert_overlap": _FLAG,
+    "moe_fused_expert_mlp": _FLAG,
+    "pp_layout": ((lambda v: v is None or _pp_layout_parses(v)), "a Megatron-Core layout of E, t, m, L, |, (...)*n, or None"),
+    "mtp_layers": ((lambda v: type(v) is int and v >= 0), "a whole number of MTP modules >= 0"),
     "tp_overlap_gemm_bound": _FLAG,
     "pp_scatter_gather": _FLAG,
     "eager": _FLAG,
@@ -85,6 +88,18 @@ RULES = {
     "complex_rope": _FLAG,
     "profile": ((lambda v: v is None or v in _profile_names()), "a framework profile name (wanka plan --framework) or None"),
 }
+
+
+def _pp_layout_parses(v) -> bool:
+    from wanka.plan.pp_layout import virtual_stages
+
+    if not isinstance(v, str):
+        return False
+    try:
+        virtual_stages(v)
+    except SpecError:
+        return False
+    return True
 
 
 def _profile_names() -> tuple[str, ...]:
