@@ -79,11 +79,13 @@ def flex_dispatch_of_row(parallelism: dict) -> dict:
     """Options fields for a row whose dispatcher is flex (`parallelism.moe_token_dispatcher`
     'flex (deepep)' / 'flex (hybridep)') and for its router's node limit
     (`parallelism.moe_router_num_groups` / `moe_router_group_topk`); nothing otherwise."""
+    from wanka.plan.moe_host_sync import dispatcher_backend
+
     kw = {}
-    text = str(parallelism.get("moe_token_dispatcher") or "").lower()
-    for backend in FLEX_BACKENDS:
-        if "flex" in text and backend in text:
-            kw["moe_flex_backend"] = backend
+    text = str(parallelism.get("moe_token_dispatcher") or "")
+    backend = dispatcher_backend(text)  # the one reader of the dispatcher's name
+    if "flex" in text.lower() and backend in FLEX_BACKENDS:
+        kw["moe_flex_backend"] = backend
     g, m = parallelism.get("moe_router_num_groups"), parallelism.get("moe_router_group_topk")
     if isinstance(g, int) and isinstance(m, int) and 1 <= m <= g:
         kw["moe_router_groups"] = (g, m)
