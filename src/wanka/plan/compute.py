@@ -45,6 +45,9 @@ class LayerTime:
     # forward times of the shared experts' up and down GEMMs (MoE layers with shared experts), which
     # --moe-shared-expert-overlap runs beside the dispatch and combine all-to-alls (moe_cost); () if none
     shared_fwd_s: tuple[float, ...] = ()
+    # forward time of the routed experts (grouped GEMMs, their activation function and epilogue, the
+    # token movement), the part of an MoE layer between dispatch and combine (plan/a2a_overlap.py)
+    experts_fwd_s: float = 0.0
 
 
 def _gemm_time_s(g: Gemm, tokens: float, tp: int, peak: float, hbm: float, w_bytes: int,
@@ -140,7 +143,7 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     if moe_layer and m.moe is not None:  # rows one local expert sees: tokens of the EP group / experts
         per_expert = tokens * m.moe.top_k * ep / m.moe.experts * (etp or tp) / tp
         local = m.moe.experts / ep
-    gemm_s = gemm_flops = up_proj_s = up_proj_flops = mlp_s = mlp_flops = 0.0
+    gemm_s = gemm_flops = up_proj_s = up_proj_flops = mlp_s = mlp_flops = expert_gemm_s = 0.0
     by_name: dict[str, float] = {}
     out_s = out_flops = 0.0
     cast_fwd = cast_bwd = 0.0  # bytes
@@ -152,6 +155,8 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
         gemm_s += t
         gemm_flops += f
         by_name[g.name] = t
+        if g.expert:
+            expert_gemm_s += t
         if g.name in ("q_up", "kv_up"):
             up_proj_s += t
             up_proj_flops += f
@@ -195,9 +200,11 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     h = m.hidden
     repl = tokens * h * (8 + 12 + 2 * drop)
     ffn_traffic = (6 if m.activation == "swiglu" else 4) * m.ffn_hidden
+    routed_traffic = 0.0
     if moe_layer and m.moe is not None:
         act = (6 if m.activation == "swiglu" else 4) * m.moe.ffn_hidden
-        ffn_traffic = imbalance * m.moe.top_k * (act + 8 * h) + m.moe.shared_experts * act
+        routed_traffic = imbalance * m.moe.top_k * (act + 8 * h)
+        ffn_traffic = routed_traffic + m.moe.shared_experts * act
     rope = 0 if m.norm == "layernorm" else 4 * (m.heads + m.kv_heads_) * m.head_dim_
     # qk_norm: Megatron-Core's q_layernorm / k_layernorm (attention.py get_query_key_value_tensors),
     # two TE RMSNorm kernels over the q and k heads, read + write 2 bytes each, like the layer norms
@@ -259,7 +266,8 @@ def layer_time(m: ModelSpec, gpu: GPU, moe_layer: bool, mbs: int, seq_local: int
     names = ("qkv", "attn_out", "mlp_up", "mlp_down")
     tp_gemms = tuple(by_name[n] for n in names) if all(n in by_name for n in names) else ()
     shared = tuple(by_name[n] for n in ("shared_up", "shared_down")) if "shared_up" in by_name else ()
-    return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd, tp_gemms, shared)
+    experts = expert_gemm_s + tokens * routed_traffic / tp / hbm + epi_fwd + move_fwd / hbm
+    return LayerTime(fwd, bwd, recompute_s, hw, attn_fwd, tp_gemms, shared, experts)
 
 
 @memo_by_identity(2)

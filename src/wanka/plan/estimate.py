@@ -21,6 +21,7 @@ from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan import bf16_optimizer as ds_bf16
 from wanka.plan import efficiency as E
+from wanka.plan.a2a_overlap import overlapped_ep_s
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
 from wanka.plan.interleaved import chunk_p2p_exposed_s, fill_flush_p2p_s
@@ -94,6 +95,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     dualpipe = opts.pipeline == "dualpipe"
     if dualpipe and (lay.pp < 2 or lay.pp % 2 or lay.vpp > 1):
         raise SpecError("options.pipeline", "dualpipe with an even pp >= 2 and vpp 1", f"pp={lay.pp}, vpp={lay.vpp}")
+    if opts.moe_a2a_overlap and lay.recompute == "full":  # TransformerConfig.__post_init__ refuses it
+        raise SpecError("options.moe_a2a_overlap", "false with recompute=full (Megatron-Core refuses the pair)", True)
     gpu = cluster.gpu
     s_loc = seq // lay.cp
     tokens_mb = lay.mbs * s_loc
@@ -150,6 +153,9 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
             if is_moe and opts.moe_shared_expert_overlap:  # shared experts beside the all-to-alls (moe_cost)
                 ep_l, ep_lb = shared_expert_overlap_ep_s(ep_s, lt.shared_fwd_s)
             tp_l = tp_lb = tp_moe_s if is_moe else tp_dense_s
+            if is_moe and opts.moe_a2a_overlap and ep_s > 0:  # beside another micro-batch (plan/a2a_overlap.py)
+                ep_l = ep_lb = overlapped_ep_s(lt, slow, tp_l, tp_lb, cp_f, cp_b, ep_s, count, lay.microbatches,
+                                               opts.moe_delay_wgrad) / 2
             # sequence parallel: the four all-gather/reduce-scatters, one beside each GEMM (exposure.py)
             if opts.tp_overlap_gemm_bound and sp and not is_moe and lt.tp_gemm_fwd_s and lay.tp > 1:
                 tp_l, tp_lb = tp_exposed_gemm_bound(tp_raw_s, opts.tp_overlap, lt.tp_gemm_fwd_s)

@@ -108,6 +108,11 @@ class Options:
     # --moe-shared-expert-overlap: the shared experts' GEMMs on a side stream beside the dispatch and
     # combine all-to-alls, which then show only where they outlast them (moe_cost.shared_expert_overlap_ep_s)
     moe_shared_expert_overlap: bool = False
+    # Megatron-Core's overlap_moe_expert_parallel_comm (Megatron-Bridge moe_a2a_overlap): one micro-batch's
+    # forward beside another's backward, layer by layer on two streams (plan/a2a_overlap.py); and its
+    # delay_wgrad_compute (weight gradients off the backward chain, so the dispatch starts after the dgrad)
+    moe_a2a_overlap: bool = False
+    moe_delay_wgrad: bool = False
     # a TP collective hides at most under the GEMM it overlaps (exposure.tp_exposed_gemm_bound); False:
     # tp_overlap applies whatever the GEMM lengths
     tp_overlap_gemm_bound: bool = True

@@ -62,6 +62,8 @@ RULES = {
     "moe_grouped_gemm": _FLAG,
     "moe_shared_expert_overlap": _FLAG,
     "moe_fused_expert_mlp": _FLAG,
+    "moe_a2a_overlap": _FLAG,
+    "moe_delay_wgrad": _FLAG,
     "pp_layout": ((lambda v: v is None or _pp_layout_parses(v)), "a Megatron-Core layout of E, t, m, L, |, (...)*n, or None"),
     "mtp_layers": ((lambda v: type(v) is int and v >= 0), "a whole number of MTP modules >= 0"),
     "tp_overlap_gemm_bound": _FLAG,
@@ -114,3 +116,9 @@ def check_options(opts) -> None:
         value = getattr(opts, f.name)
         if rule is not None and not rule[0](value):
             raise SpecError(f"options.{f.name}", rule[1], value)
+    # Megatron-Core TransformerConfig.__post_init__ (@d98e8a64): delay_wgrad_compute needs the overlap,
+    # and the overlap replaces --moe-shared-expert-overlap
+    if opts.moe_delay_wgrad and not opts.moe_a2a_overlap:
+        raise SpecError("options.moe_delay_wgrad", "false unless moe_a2a_overlap is true", True)
+    if opts.moe_a2a_overlap and opts.moe_shared_expert_overlap:
+        raise SpecError("options.moe_shared_expert_overlap", "false when moe_a2a_overlap is true", True)

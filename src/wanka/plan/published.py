@@ -291,6 +291,9 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     kw.update(flex_dispatch_of_row(p))  # DeepEP/HybridEP: once per node, node-limited routing (plan/hier_dispatch.py)
     if flag(p.get("moe_fused_grouped_mlp"), "parallelism.moe_fused_grouped_mlp"):  # plan/expert_epilogue.py
         kw["moe_fused_expert_mlp"] = True
+    if flag(p.get("moe_a2a_overlap"), "parallelism.moe_a2a_overlap"):  # plan/a2a_overlap.py
+        kw["moe_a2a_overlap"] = True
+        kw["moe_delay_wgrad"] = bool(flag(p.get("delay_wgrad_compute"), "parallelism.delay_wgrad_compute"))
     if isinstance(p.get("pp_layout"), str) and p["pp_layout"]:  # Megatron-Core layout (plan/pp_layout.py)
         kw["pp_layout"] = p["pp_layout"]
     if isinstance(p.get("mtp_layers"), int) and p["mtp_layers"] > 0:  # mtp_num_layers the run set

@@ -1,0 +1,107 @@
+"""Megatron-Core's EP all-to-all overlap (`overlap_moe_expert_parallel_comm`, Megatron-Bridge's
+`moe_a2a_overlap`): the forward of one micro-batch and the backward of another run layer by layer
+on two CUDA streams, each all-to-all beside the other micro-batch's computation (docs/plan.md
+"MoE, all-to-all overlap across micro-batches").
+
+Source: NVIDIA/Megatron-LM megatron/core/models/common/model_chunk_schedule_plan.py
+(TransformerLayerSchedulePlan.run, @d98e8a64) issues, per layer pair (forward layer i of micro-batch
+k+1, backward layer L-1-i of micro-batch k):
+
+    comm stream: combine_bwd      | dispatch_fwd -> dispatch_bwd           | combine_fwd
+    comp stream: pre_dispatch_fwd | mlp_bwd -> mlp_bwd_dw -> mlp_fwd      | pre_dispatch_bwd (-> its dw)
+
+Every node of one micro-batch waits for the previous node of that micro-batch (the schedule plan's
+shared CUDA event: pipeline_parallel/utils.py ScheduleNode), so the forward runs the chain
+attention -> dispatch -> experts -> combine -> next layer's attention, and the backward combine ->
+experts (dgrad) -> dispatch -> attention (dgrad) -> the next lower layer's combine. With
+`delay_wgrad_compute` the weight gradients (backward_dw) are queued on the compute stream without
+joining the chain, so the backward dispatch starts after the experts' dgrad; without it the weight
+gradients are part of each backward node. combined_1f1b.py pairs micro-batches k+1 and k for every
+k < m-1; the first forward and the last backward run alone (no overlap).
+
+Priced: that two-stream timeline for one stage's MoE layers, list-scheduled in issue order (each
+stream runs its kernels in order; a kernel starts when its stream is free and its micro-batch's
+previous node is done). What it does not model: the SMs the all-to-all kernels take from the
+computation (Options.comm_sm_fraction prices that separately), and the dense layers, which have
+no all-to-all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LayerPieces:
+    """One MoE layer of one micro-batch, seconds: forward of the part before the dispatch
+    (attention, router: `pre_fwd`) and of the routed experts (`mlp_fwd`); their backward split into
+    the data gradient and the weight gradient; one all-to-all (`a2a`: dispatch and combine, forward
+    and backward, each this long)."""
+
+    pre_fwd: float
+    mlp_fwd: float
+    pre_dgrad: float
+    pre_wgrad: float
+    mlp_dgrad: float
+    mlp_wgrad: float
+    a2a: float
+
+
+def paired_layers_s(p: LayerPieces, layers: int, delay_wgrad: bool = True) -> float:
+    """Seconds for `layers` MoE layers of one forward and one backward (other micro-batches) run as
+    TransformerLayerSchedulePlan.run pairs them: the end of the later of the two streams."""
+    if layers <= 0:
+        return 0.0
+    comp = comm = 0.0  # when each stream is next free
+    f_done = b_done = 0.0  # when each micro-batch's previous node finished
+    mlp_b = p.mlp_dgrad + (0.0 if delay_wgrad else p.mlp_wgrad)
+    pre_b = p.pre_dgrad + (0.0 if delay_wgrad else p.pre_wgrad)
+    for _ in range(layers):
+        # issue order of run(): combine_bwd, pre_dispatch_fwd, mlp_bwd, dispatch_fwd, mlp_bwd_dw,
+        # dispatch_bwd, mlp_fwd, combine_fwd, pre_dispatch_bwd, pre_dispatch_bwd_dw
+        comm = b_done = max(comm, b_done) + p.a2a  # combine backward
+        comp = f_done = max(comp, f_done) + p.pre_fwd  # attention forward
+        comp = b_done = max(comp, b_done) + mlp_b  # experts backward (dgrad)
+        comm = f_done = max(comm, f_done) + p.a2a  # dispatch forward
+        if delay_wgrad:
+            comp += p.mlp_wgrad  # experts' weight gradients, outside the chain
+        comm = b_done = max(comm, b_done) + p.a2a  # dispatch backward
+        comp = f_done = max(comp, f_done) + p.mlp_fwd  # experts forward
+        comm = f_done = max(comm, f_done) + p.a2a  # combine forward
+        comp = b_done = max(comp, b_done) + pre_b  # attention backward (dgrad)
+        if delay_wgrad:
+            comp += p.pre_wgrad
+    return max(comp, comm, f_done, b_done)
+
+
+def serial_layers_s(p: LayerPieces, layers: int) -> float:
+    """The same layers' forward and backward one after the other, every all-to-all exposed."""
+    return layers * (p.pre_fwd + p.mlp_fwd + p.pre_dgrad + p.pre_wgrad + p.mlp_dgrad + p.mlp_wgrad + 4 * p.a2a)
+
+
+def exposed_a2a_per_layer_s(p: LayerPieces, layers: int, microbatches: int, delay_wgrad: bool = True) -> float:
+    """All-to-all seconds one MoE layer still shows per micro-batch (forward + backward) under the
+    overlap: the m-1 paired micro-batches show what their pairs add over the computation, the first
+    forward and the last backward (one micro-batch's worth) their four all-to-alls."""
+    if layers <= 0 or microbatches <= 0:
+        return 4 * p.a2a
+    compute = p.pre_fwd + p.mlp_fwd + p.pre_dgrad + p.pre_wgrad + p.mlp_dgrad + p.mlp_wgrad
+    paired = max(0.0, paired_layers_s(p, layers, delay_wgrad) / layers - compute)
+    return ((microbatches - 1) * paired + 4 * p.a2a) / microbatches
+
+
+def overlapped_ep_s(lt, slow: float, tp_f: float, tp_b: float, cp_f: float, cp_b: float, ep_fwd_s: float,
+                    layers: int, microbatches: int, delay_wgrad: bool) -> float:
+    """Exposed all-to-all seconds (forward + backward) of one MoE layer per micro-batch under the
+    overlap, from its LayerTime (plan/compute.py; `slow`: compute slowed by SMs lent to communication),
+    its exposed TP and CP communication (part of the nodes they run in) and `ep_fwd_s`, the layer's
+    dispatch + combine forward. The routed experts' backward is their forward twice over, half data
+    and half weight gradient (two GEMMs per forward GEMM); the attention side's weight gradient is its
+    forward less the attention core (which has none); the rest of the backward is its data gradient."""
+    mlp = lt.experts_fwd_s * slow
+    pre_fwd = lt.fwd_s * slow - mlp + tp_f + cp_f
+    pre_bwd = (lt.bwd_s + lt.recompute_s) * slow + tp_b + cp_b - 2 * mlp
+    pre_wgrad = max(0.0, (lt.fwd_s - lt.attn_fwd_s) * slow - mlp)
+    pieces = LayerPieces(pre_fwd=pre_fwd, mlp_fwd=mlp, pre_dgrad=max(0.0, pre_bwd - pre_wgrad), pre_wgrad=pre_wgrad,
+                         mlp_dgrad=mlp, mlp_wgrad=mlp, a2a=ep_fwd_s / 2)
+    return exposed_a2a_per_layer_s(pieces, layers, microbatches, delay_wgrad)
