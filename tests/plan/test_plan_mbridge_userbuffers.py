@@ -28,7 +28,26 @@ def test_a_row_naming_its_config_is_priced_with_it_and_one_without_keeps_the_def
     named = _row("nemo_llama3.1-405b_gb200_256gpu_fp8_26.06")
     assert "userbuffers_fp8_b200" in named["parallelism"]["comm_overlap"]
     assert framework_options(named, row_layout(named)[0]).tp_overlap == 1.0
-    unnamed = _row("nemo_llama3.1-405b_b200_128gpu_fp8_25.09")  # v0.1.0rc3: config not read, profile default
+    # v0.1.0rc3 (NeMo 25.09): run_script.py takes the config from helpers.py COMM_OVERLAP_CONFIG_MAP, stated too
+    early = _row("nemo_llama3.1-405b_b200_128gpu_fp8_25.09")
+    assert "COMM_OVERLAP_CONFIG_MAP" in early["parallelism"]["comm_overlap"]
+    assert framework_options(early, row_layout(early)[0]).tp_overlap == 1.0
+    # a row that names no configuration keeps the profile's assumed fraction
+    unnamed = dict(named, parallelism=dict(named["parallelism"], comm_overlap="TP comm overlap"))
     assert framework_options(unnamed, row_layout(unnamed)[0]).tp_overlap == 0.5
     off = dict(named, parallelism=dict(named["parallelism"], comm_overlap="none; " + named["parallelism"]["comm_overlap"]))
     assert framework_options(off, row_layout(off)[0]).tp_overlap == 0.0  # a row turning overlap off stays off
+
+
+def test_llama3_70b_rows_name_their_h8192_config():
+    """Llama 3 70B's scripts select the hidden-8192 configurations (llama3_llm_pretrain.py; helpers.py at
+    v0.1.0rc3): FP8 ones all ring exchange or bulk, so every Megatron-Bridge row with TP names one and
+    prices its TP traffic as hidden (still capped by each GEMM)."""
+    rows = [r for r in json.loads(RUNS.read_text()) if r["id"].startswith("nemo_llama3-70b")
+            and "Bridge" in r["parallelism"]["framework"] and r["parallelism"]["tp"] > 1]
+    assert len(rows) >= 10
+    for r in rows:
+        gpu = "h100" if "_h100_" in r["id"] else "b200"
+        assert f"userbuffers_fp8_{gpu}_h8192" in r["parallelism"]["comm_overlap"], r["id"]
+        assert framework_options(r, row_layout(r)[0]).tp_overlap == 1.0, r["id"]
+    assert stated_tp_overlap("userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192") == pytest.approx(7.5 / 8)

@@ -130,3 +130,17 @@ def test_recipe_switches_reach_the_planner():
             assert opts.tp_overlap == 0, row["id"]
         elif lay.tp > 1:
             assert opts.tp_overlap > 0, row["id"]
+
+
+def test_bridge_rows_overlap_pipeline_sends_when_interleaved():
+    """Megatron-Bridge's CommOverlapConfig sets overlap_p2p_comm whenever pp > 1 and vp > 1 (comm_overlap.py,
+    v0.1.0rc3 to v0.6.0): every such row states it and validate prices it (plan/interleaved.py); others do not."""
+    from wanka.plan.published import framework_options, row_layout
+
+    bridge = [r for r in ROWS if "Bridge" in r["parallelism"]["framework"]]
+    interleaved = [r for r in bridge if r["parallelism"]["pp"] > 1
+                   and (r["parallelism"]["virtual_pipeline_chunks_per_rank"] or 1) > 1]
+    assert len(interleaved) >= 60
+    for row in bridge:
+        lay, _ = row_layout(row)
+        assert framework_options(row, lay).pp_p2p_overlap == (row in interleaved), row["id"]

@@ -8,8 +8,9 @@ Each names, per GEMM of a layer, how its sequence-parallel collective is hidden:
 bulk pair, so the table keeps the eight collectives as plan/frameworks.py MLPERF_USERBUFFERS does) or
 PipelineOverlapCfg(num_splits=k) (the GEMM in k chunks, the last chunk's reduce-scatter exposed).
 
-Source: NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/comm_overlap.py, identical at v0.2.0
-(717c62de, NeMo 25.11), v0.3.0 (21b02e0c, 26.02), v0.4.0 (0fbfe7d3, 26.04) and v0.5.0 (fcbb6031, 26.06).
+Source: NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/comm_overlap.py, identical at v0.1.0rc3
+(bf71eba0, NeMo 25.09: selected by scripts/performance/utils/helpers.py COMM_OVERLAP_CONFIG_MAP in run_script.py),
+v0.2.0 (717c62de, NeMo 25.11), v0.3.0 (21b02e0c, 26.02), v0.4.0 (0fbfe7d3, 26.04) and v0.5.0 (fcbb6031, 26.06).
 A published row states the configuration its script selects (parallelism.comm_overlap); validate then
 prices its TP overlap as userbuffers_hidden_fraction of the per-GEMM methods (docs/plan.md
 "Megatron-Bridge userbuffers configurations"). Like MLPERF_USERBUFFERS, a hidden collective is hidden only
@@ -32,6 +33,14 @@ MBRIDGE_USERBUFFERS = {
     # BF16 B200: proj_fprop and fc2_fprop PipelineOverlapCfg(num_splits=4), the rest as above
     "userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192": dict(_ALL_RING_OR_BULK, proj_fprop=("pipeline", 4),
                                                                   fc2_fprop=("pipeline", 4)),
+    # Llama 3 70B (hidden 8192): comm_overlap.py lines 98-148 @v0.4.0 (the same at v0.1.0rc3 lines 95-146); the
+    # FP8 ones all ring exchange or bulk, the BF16 ones PipelineOverlapCfg(num_splits=4) on proj_fprop and fc2_fprop
+    "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192": _ALL_RING_OR_BULK,
+    "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192": _ALL_RING_OR_BULK,
+    "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192": dict(_ALL_RING_OR_BULK, proj_fprop=("pipeline", 4),
+                                                            fc2_fprop=("pipeline", 4)),
+    "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192": dict(_ALL_RING_OR_BULK, proj_fprop=("pipeline", 4),
+                                                            fc2_fprop=("pipeline", 4)),
 }
 _NAMED = re.compile(r"\buserbuffers_\w+")
 
