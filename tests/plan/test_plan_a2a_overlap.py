@@ -86,7 +86,7 @@ STATED = [r for r in ROWS if r["parallelism"].get("moe_a2a_overlap")]
 
 
 def test_rows_that_state_the_switch_reach_the_planner():
-    assert len(STATED) == 22  # 18 presets of 25.11-26.06, the four 26.08 MoE rows (v0.6.0 perf_recipes)
+    assert len(STATED) == 23  # 19 presets of 25.11-26.06 (26.04.01 at v0.4.2), the four 26.08 MoE rows (v0.6.0)
     for row in STATED:
         lay, _ = row_layout(row)
         opts = framework_options(row, lay)

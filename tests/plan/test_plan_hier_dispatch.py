@@ -65,7 +65,7 @@ def test_deepseek_v3_b200_ep32_sends_each_token_once_per_node():
     size, stride = lay.group("ep")
     assert group_for_stride(cluster, size, stride).units_used()[0] == 4
     opts = framework_options(row, lay)
-    assert (opts.moe_flex_backend, opts.moe_router_groups) == ("hybridep", (8, 4))  # validate prices it so
+    assert (opts.moe_flex_backend, opts.moe_router_groups) == ("deepep", (8, 4))  # validate prices it so (v0.4.2 preset)
     tokens, h, elem = 4096, model.hidden, 2
     flat = ep_layer_comm_s(cluster, lay, tokens * model.moe.top_k * h * elem, dataclasses.replace(opts, ep_overlap=0.0))
     hier = hierarchical_ep_layer_comm_s(cluster, lay, tokens, h, elem, model.moe, 1.0, (8, 4), "auto")
