@@ -21,9 +21,10 @@ k < m-1; the first forward and the last backward run alone (no overlap).
 
 Priced: that two-stream timeline for one stage's MoE layers, list-scheduled in issue order (each
 stream runs its kernels in order; a kernel starts when its stream is free and its micro-batch's
-previous node is done). What it does not model: the SMs the all-to-all kernels take from the
-computation (Options.comm_sm_fraction prices that separately), and the dense layers, which have
-no all-to-all.
+previous node is done); computation beside a running all-to-all runs on the SMs the dispatch kernels
+leave (dispatcher_sm_share: DeepEP/HybridEP hold a set number of SMs, Options.moe_dispatcher_sms). What it
+does not model: SMs held by NCCL's all-to-all, any slowdown of the all-to-all itself, and the dense
+layers, which have no all-to-all.
 """
 
 from __future__ import annotations
@@ -47,31 +48,64 @@ class LayerPieces:
     a2a: float
 
 
-def paired_layers_s(p: LayerPieces, layers: int, delay_wgrad: bool = True) -> float:
+def paired_layers_s(p: LayerPieces, layers: int, delay_wgrad: bool = True, comm_sm_share: float = 0.0) -> float:
     """Seconds for `layers` MoE layers of one forward and one backward (other micro-batches) run as
-    TransformerLayerSchedulePlan.run pairs them: the end of the later of the two streams."""
+    TransformerLayerSchedulePlan.run pairs them: the end of the later of the two streams.
+    `comm_sm_share`: the fraction of the GPU's SMs the dispatch/combine kernels hold while they run;
+    computation beside a running all-to-all proceeds at 1 - that rate (0: the streams do not slow each
+    other)."""
     if layers <= 0:
         return 0.0
-    comp = comm = 0.0  # when each stream is next free
-    f_done = b_done = 0.0  # when each micro-batch's previous node finished
     mlp_b = p.mlp_dgrad + (0.0 if delay_wgrad else p.mlp_wgrad)
     pre_b = p.pre_dgrad + (0.0 if delay_wgrad else p.pre_wgrad)
-    for _ in range(layers):
-        # issue order of run(): combine_bwd, pre_dispatch_fwd, mlp_bwd, dispatch_fwd, mlp_bwd_dw,
-        # dispatch_bwd, mlp_fwd, combine_fwd, pre_dispatch_bwd, pre_dispatch_bwd_dw
-        comm = b_done = max(comm, b_done) + p.a2a  # combine backward
-        comp = f_done = max(comp, f_done) + p.pre_fwd  # attention forward
-        comp = b_done = max(comp, b_done) + mlp_b  # experts backward (dgrad)
-        comm = f_done = max(comm, f_done) + p.a2a  # dispatch forward
-        if delay_wgrad:
-            comp += p.mlp_wgrad  # experts' weight gradients, outside the chain
-        comm = b_done = max(comm, b_done) + p.a2a  # dispatch backward
-        comp = f_done = max(comp, f_done) + p.mlp_fwd  # experts forward
-        comm = f_done = max(comm, f_done) + p.a2a  # combine forward
-        comp = b_done = max(comp, b_done) + pre_b  # attention backward (dgrad)
-        if delay_wgrad:
-            comp += p.pre_wgrad
-    return max(comp, comm, f_done, b_done)
+    # run()'s issue order: (stream, chain, seconds); chain "f"/"b": the node waits for its micro-batch's
+    # previous node; None: a delayed weight gradient, only queued behind its stream's kernels
+    one = [("comm", "b", p.a2a), ("comp", "f", p.pre_fwd), ("comp", "b", mlp_b), ("comm", "f", p.a2a)]
+    one += [("comp", None, p.mlp_wgrad)] if delay_wgrad else []
+    one += [("comm", "b", p.a2a), ("comp", "f", p.mlp_fwd), ("comm", "f", p.a2a), ("comp", "b", pre_b)]
+    one += [("comp", None, p.pre_wgrad)] if delay_wgrad else []
+    return _two_streams(one * layers, max(0.0, min(comm_sm_share, 0.95)))
+
+
+def _two_streams(ops: list[tuple[str, str | None, float]], share: float) -> float:
+    """Makespan of `ops` (in issue order) on a compute and a communication stream, each running its
+    kernels in order, a kernel starting once its stream is free and the previous kernel of its chain
+    has finished; compute runs at rate 1 - share while a communication kernel runs."""
+    queues: dict[str, list[int]] = {"comp": [], "comm": []}
+    pred: list[int | None] = []
+    last: dict[str, int] = {}
+    for i, (stream, chain, _) in enumerate(ops):
+        queues[stream].append(i)
+        pred.append(last.get(chain) if chain else None)
+        if chain:
+            last[chain] = i
+    done = [False] * len(ops)
+    left = [d for _, _, d in ops]
+    head = {"comp": 0, "comm": 0}
+    running: dict[str, int | None] = {"comp": None, "comm": None}
+    t = 0.0
+    while True:
+        for stream in ("comm", "comp"):
+            q = queues[stream]
+            while running[stream] is None and head[stream] < len(q):
+                i = q[head[stream]]
+                if pred[i] is not None and not done[pred[i]]:
+                    break
+                head[stream] += 1
+                if left[i] <= 0.0:  # an empty kernel finishes at once
+                    done[i] = True
+                    continue
+                running[stream] = i
+        if running["comp"] is None and running["comm"] is None:
+            return t
+        rate = {"comm": 1.0, "comp": 1.0 - share if running["comm"] is not None else 1.0}
+        step = min(left[i] / rate[s] for s, i in running.items() if i is not None)
+        t += step
+        for s, i in running.items():
+            if i is not None:
+                left[i] -= step * rate[s]
+                if left[i] <= 1e-15 * max(1.0, t):
+                    done[i], running[s] = True, None
 
 
 def serial_layers_s(p: LayerPieces, layers: int) -> float:
@@ -79,19 +113,20 @@ def serial_layers_s(p: LayerPieces, layers: int) -> float:
     return layers * (p.pre_fwd + p.mlp_fwd + p.pre_dgrad + p.pre_wgrad + p.mlp_dgrad + p.mlp_wgrad + 4 * p.a2a)
 
 
-def exposed_a2a_per_layer_s(p: LayerPieces, layers: int, microbatches: int, delay_wgrad: bool = True) -> float:
+def exposed_a2a_per_layer_s(p: LayerPieces, layers: int, microbatches: int, delay_wgrad: bool = True,
+                            comm_sm_share: float = 0.0) -> float:
     """All-to-all seconds one MoE layer still shows per micro-batch (forward + backward) under the
     overlap: the m-1 paired micro-batches show what their pairs add over the computation, the first
     forward and the last backward (one micro-batch's worth) their four all-to-alls."""
     if layers <= 0 or microbatches <= 0:
         return 4 * p.a2a
     compute = p.pre_fwd + p.mlp_fwd + p.pre_dgrad + p.pre_wgrad + p.mlp_dgrad + p.mlp_wgrad
-    paired = max(0.0, paired_layers_s(p, layers, delay_wgrad) / layers - compute)
+    paired = max(0.0, paired_layers_s(p, layers, delay_wgrad, comm_sm_share) / layers - compute)
     return ((microbatches - 1) * paired + 4 * p.a2a) / microbatches
 
 
 def overlapped_ep_s(lt, slow: float, tp_f: float, tp_b: float, cp_f: float, cp_b: float, ep_fwd_s: float,
-                    layers: int, microbatches: int, delay_wgrad: bool) -> float:
+                    layers: int, microbatches: int, delay_wgrad: bool, comm_sm_share: float = 0.0) -> float:
     """Exposed all-to-all seconds (forward + backward) of one MoE layer per micro-batch under the
     overlap, from its LayerTime (plan/compute.py; `slow`: compute slowed by SMs lent to communication),
     its exposed TP and CP communication (part of the nodes they run in) and `ep_fwd_s`, the layer's
@@ -104,4 +139,17 @@ def overlapped_ep_s(lt, slow: float, tp_f: float, tp_b: float, cp_f: float, cp_b
     pre_wgrad = max(0.0, (lt.fwd_s - lt.attn_fwd_s) * slow - mlp)
     pieces = LayerPieces(pre_fwd=pre_fwd, mlp_fwd=mlp, pre_dgrad=max(0.0, pre_bwd - pre_wgrad), pre_wgrad=pre_wgrad,
                          mlp_dgrad=mlp, mlp_wgrad=mlp, a2a=ep_fwd_s / 2)
-    return exposed_a2a_per_layer_s(pieces, layers, microbatches, delay_wgrad)
+    return exposed_a2a_per_layer_s(pieces, layers, microbatches, delay_wgrad, comm_sm_share)
+
+
+DEEPEP_DEFAULT_SMS = 20  # Megatron-Core TransformerConfig.moe_deepep_num_sms, "historical default 20" (@d98e8a64)
+
+
+def dispatcher_sm_share(opts, gpu_sms: int | None) -> float:
+    """Fraction of the GPU's SMs the EP dispatch/combine kernels hold while they run: Options.moe_dispatcher_sms,
+    else DeepEP's default for the flex backends (HybridEP "uses the default from DeepEP"), else 0 (NCCL's
+    all-to-all: its CTAs are not modelled). 0 where the catalog gives no SM count."""
+    sms = opts.moe_dispatcher_sms
+    if sms is None:
+        sms = DEEPEP_DEFAULT_SMS if opts.moe_flex_backend else 0
+    return min(0.95, sms / gpu_sms) if gpu_sms else 0.0

@@ -113,6 +113,10 @@ class Options:
     # delay_wgrad_compute (weight gradients off the backward chain, so the dispatch starts after the dgrad)
     moe_a2a_overlap: bool = False
     moe_delay_wgrad: bool = False
+    # SMs the flex dispatcher's dispatch/combine kernels hold while they run beside computation (the overlap
+    # above): None = the backend's default, DeepEP's 20 (Megatron-Core moe_deepep_num_sms, "historical
+    # default 20"; HybridEP "uses the default from DeepEP"), 0 for NCCL's all-to-all (its CTAs not modelled)
+    moe_dispatcher_sms: int | None = None
     # a TP collective hides at most under the GEMM it overlaps (exposure.tp_exposed_gemm_bound); False:
     # tp_overlap applies whatever the GEMM lengths
     tp_overlap_gemm_bound: bool = True

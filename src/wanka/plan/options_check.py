@@ -64,6 +64,7 @@ RULES = {
     "moe_fused_expert_mlp": _FLAG,
     "moe_a2a_overlap": _FLAG,
     "moe_delay_wgrad": _FLAG,
+    "moe_dispatcher_sms": ((lambda v: v is None or (type(v) is int and 0 <= v <= 1024)), "a whole number of SMs, 0-1024, or None"),
     "pp_layout": ((lambda v: v is None or _pp_layout_parses(v)), "a Megatron-Core layout of E, t, m, L, |, (...)*n, or None"),
     "mtp_layers": ((lambda v: type(v) is int and v >= 0), "a whole number of MTP modules >= 0"),
     "tp_overlap_gemm_bound": _FLAG,
