@@ -59,3 +59,27 @@ def test_mid_size_gather_over_many_nodes_leaves_ll(meta):
     best = collective_time(meta, "all_gather", S, g, "ring")
     assert best == pytest.approx(min(C._ring_time_s(meta, "all_gather", S, g, p) for p in (1, 2)), rel=1e-12)
     assert C._ring_time_s(meta, "all_gather", S, g, 0) > best
+
+
+def test_hierarchical_network_phases_take_the_ll_cap(meta, monkeypatch):
+    # the hierarchical algorithm's network phases are rings over f units of nodes: LL there is capped like a ring's
+    g = group_for_stride(meta, 64, 1)
+    assert g.fanout[0] == 8 and any(f > 1 for f in g.fanout[1:])
+    S = 64 * MB
+    before = C._hierarchical_time_s(meta, "all_reduce", S, g, 0)
+    caps = K.LL_MAX_BW_MULTI_NODE_GBPS  # (2 nodes, more): the 4-unit phase here is held at 20.4 of its 23 GB/s
+    monkeypatch.setattr(K, "LL_MAX_BW_MULTI_NODE_GBPS", (1.0, 1.0))  # a cap far below every NIC
+    after = C._hierarchical_time_s(meta, "all_reduce", S, g, 0)
+    expect, share = 0.0, S / g.fanout[0]  # what each GPU carries out of the NVLink reduce-scatter
+    for i, f in enumerate(g.fanout[1:], start=1):
+        if f > 1:
+            was = min(C._link_GBps(meta, i) * K.PROTOCOL_BW[0], caps[0 if f <= 2 else 1])
+            expect += 2 * (f - 1) / f * share * (1 / 1e9 - 1 / (was * 1e9))
+            share /= f
+    assert after - before == pytest.approx(expect, rel=1e-9)
+    # the NVLink phase stays uncapped: a one-node group is unchanged by the cap
+    one = group_for_stride(meta, 8, 1)
+    monkeypatch.undo()
+    t1 = C._hierarchical_time_s(meta, "all_reduce", S, one, 0)
+    monkeypatch.setattr(K, "LL_MAX_BW_MULTI_NODE_GBPS", (1.0, 1.0))
+    assert C._hierarchical_time_s(meta, "all_reduce", S, one, 0) == pytest.approx(t1, rel=1e-12)

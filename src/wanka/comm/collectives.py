@@ -82,13 +82,19 @@ def _scale_up_share(cluster: "Cluster", peers: int) -> float:
     return min(1.0, peers / max(1, gpu.scale_up.domain - 1))
 
 
+def _link_GBps(cluster: "Cluster", i: int, peers: int = 0) -> float:
+    """Achieved per-GPU bandwidth of level i's links; at the scale-up level (i = 0) exchanging with `peers`
+    GPUs of the domain at once, only the share _scale_up_share gives (a mesh part's direct links)."""
+    bw = cluster.levels[i].bandwidth_GBps * _eff(cluster, i)
+    return bw * _scale_up_share(cluster, peers) if i == 0 else bw
+
+
 def _ring_busbw_GBps(cluster: "Cluster", g: Group) -> float:
     m = g.gpus_per_unit()
-    bw = (cluster.levels[0].bandwidth_GBps * _eff(cluster, 0) * _scale_up_share(cluster, g.fanout[0] - 1)
-          if g.fanout[0] > 1 else math.inf)
+    bw = _link_GBps(cluster, 0, g.fanout[0] - 1) if g.fanout[0] > 1 else math.inf
     for i in range(1, len(g.fanout)):
         if g.fanout[i] > 1:  # some ring edges leave a level-(i-1) unit inside a level-i unit
-            bw = min(bw, m[i - 1] * cluster.levels[i].bandwidth_GBps * _eff(cluster, i))
+            bw = min(bw, m[i - 1] * _link_GBps(cluster, i))
     return bw
 
 
@@ -131,9 +137,7 @@ def _flat_ring_time_s(cluster, kind, nbytes, g, proto) -> float:
     top = g.top_level
     lat_mult, bus = _steps(kind, g.size)
     lat = K.BASE_LAT_US["ring"][proto] + lat_mult * (g.size - 1) * _level_lat_us(cluster, top, "ring", proto)
-    bw = _protocol_bw(cluster.levels[top].bandwidth_GBps * _eff(cluster, top), g, proto)
-    if top == 0:
-        bw *= _scale_up_share(cluster, g.size - 1)
+    bw = _protocol_bw(_link_GBps(cluster, top, g.size - 1), g, proto)
     return lat * 1e-6 + bus * nbytes / (bw * 1e9)
 
 
@@ -144,9 +148,9 @@ def _hierarchical_time_s(cluster, kind, nbytes, g, proto) -> float:
     for i, f in enumerate(g.fanout):
         if f <= 1:
             continue
-        bw = cluster.levels[i].bandwidth_GBps * _eff(cluster, i) * K.PROTOCOL_BW[proto]
-        if i == 0:
-            bw *= _scale_up_share(cluster, f - 1)
+        bw = _link_GBps(cluster, i, f - 1) * K.PROTOCOL_BW[proto]
+        if proto == 0 and i >= 1:  # a network phase's ring spans f nodes: NCCL's multi-node LL cap (_protocol_bw)
+            bw = min(bw, K.LL_MAX_BW_MULTI_NODE_GBPS[0 if f <= 2 else 1])
         phase = (f - 1) * _level_lat_us(cluster, i, "ring", proto) * 1e-6 + (f - 1) / f * share / (bw * 1e9)
         total += phase * (2 if kind == "all_reduce" else 1)
         share /= f
@@ -163,11 +167,11 @@ def _all_to_all_time_s(cluster, nbytes, g) -> float:
     m = g.gpus_per_unit()
     per_peer = nbytes / n
     bytes_at = [per_peer * (m[0] - 1)] + [per_peer * (m[i] - m[i - 1]) for i in range(1, len(m))]
-    t_bw = bytes_at[0] / (cluster.levels[0].bandwidth_GBps * _eff(cluster, 0) * _scale_up_share(cluster, m[0] - 1) * 1e9)
+    t_bw = bytes_at[0] / (_link_GBps(cluster, 0, m[0] - 1) * 1e9)
     for i in range(1, len(m)):
         through = sum(bytes_at[i:])  # everything that leaves a level-(i-1) unit crosses level i
         if through > 0:
-            t_bw = max(t_bw, through / (cluster.levels[i].bandwidth_GBps * _eff(cluster, i) * 1e9))
+            t_bw = max(t_bw, through / (_link_GBps(cluster, i) * 1e9))
     # measured fall-off below large messages, by how many scale-up domains the group spans
     t_bw /= alltoall_size_efficiency(nbytes, g.units_used()[0])
     top = g.top_level
@@ -179,8 +183,7 @@ def _send_recv_time_s(cluster, nbytes, g) -> float:
     top = g.top_level
     best = math.inf
     for proto in range(len(K.PROTOCOLS)):
-        bw = cluster.levels[top].bandwidth_GBps * _eff(cluster, top) * K.PROTOCOL_BW[proto]
-        bw *= _scale_up_share(cluster, 1) if top == 0 else 1.0  # one peer: one mesh link
+        bw = _link_GBps(cluster, top, 1) * K.PROTOCOL_BW[proto]  # one peer: one mesh link
         lat = K.BASE_LAT_US["ring"][proto] + _level_lat_us(cluster, top, "ring", proto)
         best = min(best, lat * 1e-6 + nbytes / (bw * 1e9))
     return best
