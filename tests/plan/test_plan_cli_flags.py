@@ -69,3 +69,28 @@ def test_search_failure_names_what_to_change():
     with pytest.raises(SpecError) as exc:  # a given batch no layout divides still names gbs
         search(load_model("llama3-8b"), load_cluster("wanka-10k"), gbs=7)
     assert exc.value.field == "gbs"
+
+
+def test_moe_overlap_flags_name_megatron_s_rules(run_cli):
+    # --delay-wgrad-compute needs the overlap; the overlap refuses full recompute (TransformerConfig.__post_init__)
+    err = _err(["plan", "--model", "deepseek-v3", "--delay-wgrad-compute"], run_cli)
+    assert err.startswith("wanka: error: --delay-wgrad-compute") and "--overlap-moe-expert-parallel-comm" in err
+    err = _err(["plan", "--model", "deepseek-v3", "--gpus", "1024", "--overlap-moe-expert-parallel-comm",
+                "--layout", "tp=1,pp=8,ep=64,mbs=1,gbs=8192,recompute=full"], run_cli)
+    assert "--overlap-moe-expert-parallel-comm" in err and "recompute=full" in err
+
+
+def test_moe_overlap_flags_reach_the_options():
+    import argparse
+
+    from wanka.plan.cli import _framework_flags, _options
+
+    p = argparse.ArgumentParser()
+    _framework_flags(p)
+    p.add_argument("--recompute-modules")
+    p.add_argument("--pipeline", default="1f1b")
+    args = p.parse_args(["--moe-flex-dispatcher-backend", "hybridep", "--overlap-moe-expert-parallel-comm",
+                         "--delay-wgrad-compute"])
+    opts = _options(args)
+    assert (opts.moe_flex_backend, opts.moe_a2a_overlap, opts.moe_delay_wgrad) == ("hybridep", True, True)
+    assert not _options(p.parse_args([])).moe_a2a_overlap

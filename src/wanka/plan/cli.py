@@ -144,6 +144,14 @@ def _framework_flags(p: argparse.ArgumentParser) -> None:
                    "allgather (Megatron-Core's own default: the TP group's tokens gathered and permuted on every rank)")
     g.add_argument("--no-moe-grouped-gemm", action="store_true",
                    help="MoE experts one after another (Megatron-Core SequentialMLP, no --moe-grouped-gemm)")
+    g.add_argument("--moe-flex-dispatcher-backend", choices=("deepep", "hybridep"), default=None,
+                   help="Megatron-Core's flex dispatcher backend: tokens sent once per node across the network, then "
+                   "over NVLink (docs/plan.md 'MoE, hierarchical dispatch')")
+    g.add_argument("--overlap-moe-expert-parallel-comm", action="store_true",
+                   help="Megatron-Core's EP all-to-all overlap: one micro-batch's forward beside another's backward, "
+                   "layer by layer on two streams (docs/plan.md 'MoE, all-to-all overlap across micro-batches')")
+    g.add_argument("--delay-wgrad-compute", action="store_true",
+                   help="with --overlap-moe-expert-parallel-comm: weight gradients off the backward chain")
     g.add_argument("--algorithm", choices=("auto", "ring", "tree", "hierarchical", "flat-ring"), default=None,
                    help="collective algorithm: auto (NCCL-style choice) or a fixed one; flat-ring = topology-unaware")
 
@@ -171,6 +179,15 @@ def _options(args, layout: Layout | None = None) -> Options:
         kw["zero3_grad_overlap"] = False
     if args.no_moe_grouped_gemm:
         kw["moe_grouped_gemm"] = False
+    if args.moe_flex_dispatcher_backend:
+        kw["moe_flex_backend"] = args.moe_flex_dispatcher_backend
+    if args.delay_wgrad_compute and not args.overlap_moe_expert_parallel_comm:
+        raise SpecError("--delay-wgrad-compute", "only with --overlap-moe-expert-parallel-comm (Megatron-Core's rule)", True)
+    if args.overlap_moe_expert_parallel_comm and layout is not None and layout.recompute == "full":
+        raise SpecError("--overlap-moe-expert-parallel-comm", "a layout without recompute=full (Megatron-Core refuses "
+                        "the pair)", "recompute=full")
+    if args.overlap_moe_expert_parallel_comm:
+        kw.update(moe_a2a_overlap=True, moe_delay_wgrad=args.delay_wgrad_compute, moe_shared_expert_overlap=False)
     base = Options(pipeline=args.pipeline)
     if args.framework:
         base = framework(args.framework).options(layout, base)
