@@ -113,20 +113,34 @@ def serial_layers_s(p: LayerPieces, layers: int) -> float:
     return layers * (p.pre_fwd + p.mlp_fwd + p.pre_dgrad + p.pre_wgrad + p.mlp_dgrad + p.mlp_wgrad + 4 * p.a2a)
 
 
-def exposed_a2a_per_layer_s(p: LayerPieces, layers: int, microbatches: int, delay_wgrad: bool = True,
+def unpaired_share(microbatches: int, pp: int, vpp: int) -> float:
+    """Share of a rank's forward (and backward) chunk passes that run alone, outside the paired 1F1B steps.
+    No pipeline (combined_1f1b_schedule_for_no_pipelining): the first forward and the last backward, 1/m.
+    Interleaved pipeline (schedules.py get_pp_rank_microbatches @d98e8a64): the warmup forwards and as many
+    cooldown backwards, (pp - r - 1) x 2 + (vpp - 1) x pp + 1 (the overlap's extra micro-batch) of m x vpp
+    chunk passes; rank 0's count, the largest, since the step waits for the rank that pairs least."""
+    if microbatches <= 0:
+        return 1.0
+    if pp <= 1:
+        return 1.0 / microbatches
+    warmup = (pp - 1) * 2 + (vpp - 1) * pp + 1
+    return min(1.0, warmup / (microbatches * vpp))
+
+
+def exposed_a2a_per_layer_s(p: LayerPieces, layers: int, unpaired: float, delay_wgrad: bool = True,
                             comm_sm_share: float = 0.0) -> float:
     """All-to-all seconds one MoE layer still shows per micro-batch (forward + backward) under the
-    overlap: the m-1 paired micro-batches show what their pairs add over the computation, the first
-    forward and the last backward (one micro-batch's worth) their four all-to-alls."""
-    if layers <= 0 or microbatches <= 0:
+    overlap: the paired passes show what their pairs add over the computation, the `unpaired` share
+    (unpaired_share) their four all-to-alls."""
+    if layers <= 0 or unpaired >= 1.0:
         return 4 * p.a2a
     compute = p.pre_fwd + p.mlp_fwd + p.pre_dgrad + p.pre_wgrad + p.mlp_dgrad + p.mlp_wgrad
     paired = max(0.0, paired_layers_s(p, layers, delay_wgrad, comm_sm_share) / layers - compute)
-    return ((microbatches - 1) * paired + 4 * p.a2a) / microbatches
+    return (1.0 - unpaired) * paired + unpaired * 4 * p.a2a
 
 
 def overlapped_ep_s(lt, slow: float, tp_f: float, tp_b: float, cp_f: float, cp_b: float, ep_fwd_s: float,
-                    layers: int, microbatches: int, delay_wgrad: bool, comm_sm_share: float = 0.0) -> float:
+                    layers: int, unpaired: float, delay_wgrad: bool, comm_sm_share: float = 0.0) -> float:
     """Exposed all-to-all seconds (forward + backward) of one MoE layer per micro-batch under the
     overlap, from its LayerTime (plan/compute.py; `slow`: compute slowed by SMs lent to communication),
     its exposed TP and CP communication (part of the nodes they run in) and `ep_fwd_s`, the layer's
@@ -139,7 +153,7 @@ def overlapped_ep_s(lt, slow: float, tp_f: float, tp_b: float, cp_f: float, cp_b
     pre_wgrad = max(0.0, (lt.fwd_s - lt.attn_fwd_s) * slow - mlp)
     pieces = LayerPieces(pre_fwd=pre_fwd, mlp_fwd=mlp, pre_dgrad=max(0.0, pre_bwd - pre_wgrad), pre_wgrad=pre_wgrad,
                          mlp_dgrad=mlp, mlp_wgrad=mlp, a2a=ep_fwd_s / 2)
-    return exposed_a2a_per_layer_s(pieces, layers, microbatches, delay_wgrad, comm_sm_share)
+    return exposed_a2a_per_layer_s(pieces, layers, unpaired, delay_wgrad, comm_sm_share)
 
 
 DEEPEP_DEFAULT_SMS = 20  # Megatron-Core TransformerConfig.moe_deepep_num_sms, "historical default 20" (@d98e8a64)

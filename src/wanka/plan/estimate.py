@@ -21,7 +21,7 @@ from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan import bf16_optimizer as ds_bf16
 from wanka.plan import efficiency as E
-from wanka.plan.a2a_overlap import dispatcher_sm_share, overlapped_ep_s
+from wanka.plan.a2a_overlap import dispatcher_sm_share, overlapped_ep_s, unpaired_share
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
 from wanka.plan.interleaved import chunk_p2p_exposed_s, fill_flush_p2p_s
@@ -97,6 +97,9 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         raise SpecError("options.pipeline", "dualpipe with an even pp >= 2 and vpp 1", f"pp={lay.pp}, vpp={lay.vpp}")
     if opts.moe_a2a_overlap and lay.recompute == "full":  # TransformerConfig.__post_init__ refuses it
         raise SpecError("options.moe_a2a_overlap", "false with recompute=full (Megatron-Core refuses the pair)", True)
+    if opts.moe_a2a_overlap and lay.pp > 1 and lay.vpp == 1:  # ... and a pipeline without interleaving
+        raise SpecError("options.moe_a2a_overlap", "false with pp > 1 and vpp 1 (Megatron-Core needs the interleaved "
+                        "schedule for it)", True)
     gpu = cluster.gpu
     s_loc = seq // lay.cp
     tokens_mb = lay.mbs * s_loc
@@ -154,7 +157,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
                 ep_l, ep_lb = shared_expert_overlap_ep_s(ep_s, lt.shared_fwd_s)
             tp_l = tp_lb = tp_moe_s if is_moe else tp_dense_s
             if is_moe and opts.moe_a2a_overlap and ep_s > 0:  # beside another micro-batch (plan/a2a_overlap.py)
-                ep_l = ep_lb = overlapped_ep_s(lt, slow, tp_l, tp_lb, cp_f, cp_b, ep_s, count, lay.microbatches,
+                ep_l = ep_lb = overlapped_ep_s(lt, slow, tp_l, tp_lb, cp_f, cp_b, ep_s, count,
+                                               unpaired_share(lay.microbatches, lay.pp, lay.vpp),
                                                opts.moe_delay_wgrad, dispatcher_sm_share(opts, gpu.sms)) / 2
             # sequence parallel: the four all-gather/reduce-scatters, one beside each GEMM (exposure.py)
             if opts.tp_overlap_gemm_bound and sp and not is_moe and lt.tp_gemm_fwd_s and lay.tp > 1:
