@@ -149,3 +149,18 @@ def test_interleaved_pipeline_pairs_only_its_steady_phase():
         estimate(model, cluster, Layout(tp=1, pp=2, ep=8, mbs=1, gbs=512), options=Options(moe_a2a_overlap=True))
     ok = estimate(model, cluster, Layout(tp=1, pp=2, vpp=2, ep=8, mbs=1, gbs=512), options=Options(moe_a2a_overlap=True))
     assert ok.breakdown["ep_comm"] > 0
+
+
+def test_overlap_needs_expert_parallelism_and_search_keeps_to_what_megatron_runs():
+    from wanka.plan.search import SearchStats, search
+
+    model = load_model("mixtral-8x7b")
+    cluster = load_cluster("meta-24k-h100", gpus=64)
+    with pytest.raises(SpecError, match="ep > 1"):
+        estimate(model, cluster, Layout(tp=1, pp=1, ep=1, mbs=1, gbs=512), options=Options(moe_a2a_overlap=True))
+    stats = SearchStats()
+    best = search(model, cluster, gbs=512, top=3, options=Options(moe_a2a_overlap=True, moe_delay_wgrad=True),
+                  stats=stats)
+    assert best and all(e.layout.ep > 1 and e.layout.recompute != "full" for e in best)
+    assert all(e.layout.pp == 1 or e.layout.vpp > 1 for e in best)
+    assert stats.dropped["a2a_overlap_needs_ep"] > 0 and stats.dropped["a2a_overlap_refuses_full_recompute"] > 0

@@ -97,6 +97,9 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         raise SpecError("options.pipeline", "dualpipe with an even pp >= 2 and vpp 1", f"pp={lay.pp}, vpp={lay.vpp}")
     if opts.moe_a2a_overlap and lay.recompute == "full":  # TransformerConfig.__post_init__ refuses it
         raise SpecError("options.moe_a2a_overlap", "false with recompute=full (Megatron-Core refuses the pair)", True)
+    if opts.moe_a2a_overlap and lay.ep <= 1:  # ... and a run without expert parallelism
+        raise SpecError("options.moe_a2a_overlap", "false unless the layout has ep > 1 (Megatron-Core: the overlap "
+                        "needs expert parallelism)", True)
     if opts.moe_a2a_overlap and lay.pp > 1 and lay.vpp == 1:  # ... and a pipeline without interleaving
         raise SpecError("options.moe_a2a_overlap", "false with pp > 1 and vpp 1 (Megatron-Core needs the interleaved "
                         "schedule for it)", True)

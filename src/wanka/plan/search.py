@@ -189,6 +189,9 @@ def _run(model, cluster, gbs, seq, precision, opts, stats) -> list[Estimate]:
         if opts.moe_a2a_overlap and lay.recompute == "full":  # Megatron-Core refuses the pair (plan/a2a_overlap.py)
             stats.dropped["a2a_overlap_refuses_full_recompute"] += 1
             continue
+        if opts.moe_a2a_overlap and lay.ep <= 1:  # ... needs expert parallelism
+            stats.dropped["a2a_overlap_needs_ep"] += 1
+            continue
         if opts.moe_a2a_overlap and lay.pp > 1 and lay.vpp == 1:  # ... and needs interleaving with a pipeline
             stats.dropped["a2a_overlap_needs_vpp_with_pp"] += 1
             continue
