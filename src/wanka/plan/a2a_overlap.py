@@ -17,10 +17,11 @@ experts (dgrad) -> dispatch -> attention (dgrad) -> the next lower layer's combi
 `delay_wgrad_compute` the weight gradients (backward_dw) are queued on the compute stream without
 joining the chain, so the backward dispatch starts after the experts' dgrad; without it the weight
 gradients are part of each backward node. combined_1f1b.py pairs micro-batches k+1 and k for every
-k < m-1; the first forward and the last backward run alone (no overlap).
+k < m-1; the first forward and the last backward run alone (no overlap); with a pipeline, the warmup
+and cooldown passes of the interleaved schedule run alone (unpaired_share).
 
-Priced: that two-stream timeline for one stage's MoE layers, list-scheduled in issue order (each
-stream runs its kernels in order; a kernel starts when its stream is free and its micro-batch's
+Priced: that two-stream timeline for one stage's MoE layers, simulated event by event in issue order
+(each stream runs its kernels in order; a kernel starts when its stream is free and its micro-batch's
 previous node is done); computation beside a running all-to-all runs on the SMs the dispatch kernels
 leave (dispatcher_sm_share: DeepEP/HybridEP hold a set number of SMs, Options.moe_dispatcher_sms). What it
 does not model: SMs held by NCCL's all-to-all, any slowdown of the all-to-all itself, and the dense
