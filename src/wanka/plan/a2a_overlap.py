@@ -168,3 +168,16 @@ def dispatcher_sm_share(opts, gpu_sms: int | None) -> float:
     if sms is None:
         sms = DEEPEP_DEFAULT_SMS if opts.moe_flex_backend else 0
     return min(0.95, sms / gpu_sms) if gpu_sms else 0.0
+
+
+def overlap_refusal(lay) -> tuple[str, str] | None:
+    """(reason key, what Megatron-Core needs) where it refuses the overlap for layout `lay`, else None:
+    TransformerConfig.__post_init__ (@d98e8a64) asserts expert parallelism, no full recompute, and the
+    interleaved schedule when there is a pipeline."""
+    if lay.ep <= 1:
+        return "a2a_overlap_needs_ep", "a layout with ep > 1 (the overlap needs expert parallelism)"
+    if lay.recompute == "full":
+        return "a2a_overlap_refuses_full_recompute", "a layout without recompute=full (Megatron-Core refuses the pair)"
+    if lay.pp > 1 and lay.vpp == 1:
+        return "a2a_overlap_needs_vpp_with_pp", "vpp > 1 when pp > 1 (the overlap needs the interleaved schedule)"
+    return None

@@ -20,6 +20,7 @@ from wanka.cluster import DEFAULT_CLUSTER, load_cluster
 from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.output import fmt, table
+from wanka.plan.a2a_overlap import overlap_refusal
 from wanka.plan.estimate import estimate
 from wanka.plan.exposure import Options
 from wanka.plan.frameworks import PROFILES, framework
@@ -183,9 +184,8 @@ def _options(args, layout: Layout | None = None) -> Options:
         kw["moe_flex_backend"] = args.moe_flex_dispatcher_backend
     if args.delay_wgrad_compute and not args.overlap_moe_expert_parallel_comm:
         raise SpecError("--delay-wgrad-compute", "only with --overlap-moe-expert-parallel-comm (Megatron-Core's rule)", True)
-    if args.overlap_moe_expert_parallel_comm and layout is not None and layout.recompute == "full":
-        raise SpecError("--overlap-moe-expert-parallel-comm", "a layout without recompute=full (Megatron-Core refuses "
-                        "the pair)", "recompute=full")
+    if args.overlap_moe_expert_parallel_comm and layout is not None and (refused := overlap_refusal(layout)):
+        raise SpecError("--overlap-moe-expert-parallel-comm", refused[1], str(layout))
     if args.overlap_moe_expert_parallel_comm:
         kw.update(moe_a2a_overlap=True, moe_delay_wgrad=args.delay_wgrad_compute, moe_shared_expert_overlap=False)
     base = Options(pipeline=args.pipeline)

@@ -21,7 +21,7 @@ from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan import bf16_optimizer as ds_bf16
 from wanka.plan import efficiency as E
-from wanka.plan.a2a_overlap import dispatcher_sm_share, overlapped_ep_s, unpaired_share
+from wanka.plan.a2a_overlap import dispatcher_sm_share, overlap_refusal, overlapped_ep_s, unpaired_share
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
 from wanka.plan.interleaved import chunk_p2p_exposed_s, fill_flush_p2p_s
@@ -95,14 +95,8 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     dualpipe = opts.pipeline == "dualpipe"
     if dualpipe and (lay.pp < 2 or lay.pp % 2 or lay.vpp > 1):
         raise SpecError("options.pipeline", "dualpipe with an even pp >= 2 and vpp 1", f"pp={lay.pp}, vpp={lay.vpp}")
-    if opts.moe_a2a_overlap and lay.recompute == "full":  # TransformerConfig.__post_init__ refuses it
-        raise SpecError("options.moe_a2a_overlap", "false with recompute=full (Megatron-Core refuses the pair)", True)
-    if opts.moe_a2a_overlap and lay.ep <= 1:  # ... and a run without expert parallelism
-        raise SpecError("options.moe_a2a_overlap", "false unless the layout has ep > 1 (Megatron-Core: the overlap "
-                        "needs expert parallelism)", True)
-    if opts.moe_a2a_overlap and lay.pp > 1 and lay.vpp == 1:  # ... and a pipeline without interleaving
-        raise SpecError("options.moe_a2a_overlap", "false with pp > 1 and vpp 1 (Megatron-Core needs the interleaved "
-                        "schedule for it)", True)
+    if opts.moe_a2a_overlap and (refused := overlap_refusal(lay)):  # Megatron-Core's rules (plan/a2a_overlap.py)
+        raise SpecError("options.moe_a2a_overlap", f"false, or {refused[1]}", True)
     gpu = cluster.gpu
     s_loc = seq // lay.cp
     tokens_mb = lay.mbs * s_loc

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from wanka.cluster import Cluster
 from wanka.errors import SpecError
 from wanka.resolved_layout import ResolvedLayout
+from wanka.plan.a2a_overlap import overlap_refusal
 from wanka.plan.estimate import Estimate, estimate
 from wanka.plan.exposure import Options
 from wanka.plan.memory import fits, memory_per_gpu
@@ -186,14 +187,8 @@ def _run(model, cluster, gbs, seq, precision, opts, stats) -> list[Estimate]:
         if dualpipe and (lay.pp < 2 or lay.pp % 2 or lay.vpp > 1):
             stats.dropped["dualpipe_needs_even_pp_and_vpp_1"] += 1
             continue
-        if opts.moe_a2a_overlap and lay.recompute == "full":  # Megatron-Core refuses the pair (plan/a2a_overlap.py)
-            stats.dropped["a2a_overlap_refuses_full_recompute"] += 1
-            continue
-        if opts.moe_a2a_overlap and lay.ep <= 1:  # ... needs expert parallelism
-            stats.dropped["a2a_overlap_needs_ep"] += 1
-            continue
-        if opts.moe_a2a_overlap and lay.pp > 1 and lay.vpp == 1:  # ... and needs interleaving with a pipeline
-            stats.dropped["a2a_overlap_needs_vpp_with_pp"] += 1
+        if opts.moe_a2a_overlap and (refused := overlap_refusal(lay)):  # layouts Megatron-Core refuses it on
+            stats.dropped[refused[0]] += 1
             continue
         stats.evaluated += 1
         base = (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.etp, lay.vpp, lay.mbs, lay.gbs)
