@@ -9,13 +9,18 @@ import pytest
 from wanka.cluster import load_cluster
 from wanka.errors import SpecError
 from wanka.layout import Layout
-from wanka.plan.a2a_overlap import (LayerPieces, exposed_a2a_per_layer_s, paired_layers_s, serial_layers_s,
-                                    unpaired_share)
+from wanka.plan.a2a_overlap import LayerPieces, exposed_a2a_per_layer_s, paired_layers_s, unpaired_share
 from wanka.plan.estimate import estimate
 from wanka.plan.exposure import Options
 from wanka.plan.published import framework_options, load_rows, row_layout
 from wanka.workload import load_model
 from priced_rows import priced_errors
+
+
+def serial_layers_s(p: LayerPieces, layers: int) -> float:
+    """The same layers' forward and backward one after the other, every all-to-all exposed (the reference)."""
+    return layers * (p.pre_fwd + p.mlp_fwd + p.pre_dgrad + p.pre_wgrad + p.mlp_dgrad + p.mlp_wgrad + 4 * p.a2a)
+
 
 PIECES = dict(pre_fwd=1.0, mlp_fwd=1.5, pre_dgrad=1.2, pre_wgrad=0.8, mlp_dgrad=1.5, mlp_wgrad=1.5)
 COMPUTE = sum(PIECES.values())
@@ -164,3 +169,13 @@ def test_overlap_needs_expert_parallelism_and_search_keeps_to_what_megatron_runs
     assert best and all(e.layout.ep > 1 and e.layout.recompute != "full" for e in best)
     assert all(e.layout.pp == 1 or e.layout.vpp > 1 for e in best)
     assert stats.dropped["a2a_overlap_needs_ep"] > 0 and stats.dropped["a2a_overlap_refuses_full_recompute"] > 0
+
+
+def test_a_runs_file_with_a_bad_dispatcher_sm_count_is_refused_naming_the_field():
+    from wanka.plan.row_check import check_row
+
+    row = next(r for r in STATED if r["parallelism"].get("moe_dispatcher_sms") == 32)
+    assert framework_options(row, row_layout(row)[0]).moe_dispatcher_sms == 32
+    bad = {**row, "parallelism": {**row["parallelism"], "moe_dispatcher_sms": "many"}}
+    c = check_row(bad)
+    assert c.predicted is None and "parallelism.moe_dispatcher_sms" in c.skipped

@@ -61,8 +61,13 @@ def _protocol_bw(busbw: float, g: Group, proto: int) -> float:
     bw = busbw * K.PROTOCOL_BW[proto]
     nodes = _nodes(g)
     if proto == 0 and nodes > 1:
-        bw = min(bw, K.LL_MAX_BW_MULTI_NODE_GBPS[0 if nodes <= 2 else 1])
+        bw = min(bw, _ll_cap_GBps(nodes))
     return bw
+
+
+def _ll_cap_GBps(nodes: int) -> float:
+    """NCCL's llMaxBw for LL over `nodes` > 1 scale-up domains (nccl_model.LL_MAX_BW_MULTI_NODE_GBPS)."""
+    return K.LL_MAX_BW_MULTI_NODE_GBPS[0 if nodes <= 2 else 1]
 
 
 def _eff(cluster: "Cluster", i: int) -> float:
@@ -149,8 +154,8 @@ def _hierarchical_time_s(cluster, kind, nbytes, g, proto) -> float:
         if f <= 1:
             continue
         bw = _link_GBps(cluster, i, f - 1) * K.PROTOCOL_BW[proto]
-        if proto == 0 and i >= 1:  # a network phase's ring spans f nodes: NCCL's multi-node LL cap (_protocol_bw)
-            bw = min(bw, K.LL_MAX_BW_MULTI_NODE_GBPS[0 if f <= 2 else 1])
+        if proto == 0 and i >= 1:  # a network phase's ring spans f nodes: NCCL's multi-node LL cap
+            bw = min(bw, _ll_cap_GBps(f))
         phase = (f - 1) * _level_lat_us(cluster, i, "ring", proto) * 1e-6 + (f - 1) / f * share / (bw * 1e9)
         total += phase * (2 if kind == "all_reduce" else 1)
         share /= f

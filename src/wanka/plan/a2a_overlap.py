@@ -109,11 +109,6 @@ def _two_streams(ops: list[tuple[str, str | None, float]], share: float) -> floa
                     done[i], running[s] = True, None
 
 
-def serial_layers_s(p: LayerPieces, layers: int) -> float:
-    """The same layers' forward and backward one after the other, every all-to-all exposed."""
-    return layers * (p.pre_fwd + p.mlp_fwd + p.pre_dgrad + p.pre_wgrad + p.mlp_dgrad + p.mlp_wgrad + 4 * p.a2a)
-
-
 def unpaired_share(microbatches: int, pp: int, vpp: int) -> float:
     """Share of a rank's forward (and backward) chunk passes that run alone, outside the paired 1F1B steps.
     No pipeline (combined_1f1b_schedule_for_no_pipelining): the first forward and the last backward, 1/m.

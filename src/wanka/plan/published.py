@@ -294,8 +294,8 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     if flag(p.get("moe_a2a_overlap"), "parallelism.moe_a2a_overlap"):  # plan/a2a_overlap.py
         kw["moe_a2a_overlap"] = True
         kw["moe_delay_wgrad"] = bool(flag(p.get("delay_wgrad_compute"), "parallelism.delay_wgrad_compute"))
-    if isinstance(p.get("moe_dispatcher_sms"), int) and not isinstance(p["moe_dispatcher_sms"], bool):
-        kw["moe_dispatcher_sms"] = p["moe_dispatcher_sms"]  # the run's moe_{hybridep,deepep}_num_sms
+    if (sms := count(p, "moe_dispatcher_sms", "parallelism", minimum=0)) is not None:
+        kw["moe_dispatcher_sms"] = sms  # the run's moe_{hybridep,deepep}_num_sms
     if isinstance(p.get("pp_layout"), str) and p["pp_layout"]:  # Megatron-Core layout (plan/pp_layout.py)
         kw["pp_layout"] = p["pp_layout"]
     if isinstance(p.get("mtp_layers"), int) and p["mtp_layers"] > 0:  # mtp_num_layers the run set
