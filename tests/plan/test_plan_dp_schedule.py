@@ -62,8 +62,10 @@ def test_pipeline_stages_sync_once_per_step_and_deepspeeds_engine_exposes_it(set
     m, c = setup
     lay = Layout.parse("tp=8,pp=4,gbs=256,zero=2")
     once = estimate(m, c, lay, options=Options(grad_sync="per_step")).breakdown["dp_comm"]
-    # torch.distributed.pipelining syncs FSDP gradients at the last backward only
-    assert _dp_exposed(setup, str(lay), "fsdp") == pytest.approx(once)
+    # torch.distributed.pipelining syncs FSDP gradients at the last backward only (the FSDP profile's
+    # FlashAttention-2 kernels lengthen the backward the reduction hides under: compared with them)
+    fa2_once = estimate(m, c, lay, options=Options(grad_sync="per_step", attention="flash2")).breakdown["dp_comm"]
+    assert _dp_exposed(setup, str(lay), "fsdp") == pytest.approx(fa2_once)
     ds = _dp_exposed(setup, str(lay), "deepspeed")
     exposed = estimate(m, c, lay, options=Options(grad_sync="per_step", dp_overlap=False,
                                                   grad_bytes=2)).breakdown["dp_comm"]
@@ -111,7 +113,7 @@ def test_cli_framework_flag(run_cli):
 
 @pytest.mark.parametrize("framework_text, attention, grad_sync", [
     ("Megatron-LM (2024)", "flash", "per_step"), ("Megatron-LM", "flash", "per_step"),
-    ("Megatron-LM (2021)", "unfused", "per_step"), ("PyTorch FSDP (2023)", "flash", "auto")])
+    ("Megatron-LM (2021)", "unfused", "per_step"), ("PyTorch FSDP (2023)", "flash2", "auto")])
 def test_validate_rows_reduce_as_their_framework_does(framework_text, attention, grad_sync):
     from wanka.plan.published import framework_options
 

@@ -63,13 +63,16 @@ def test_median_error_stays_within_what_was_measured(rows):
 
 def test_sdpa_named_in_the_framework_runs_flashattention2(rows):
     """fms-fsdp's README: 'SDPA implementation of Flash attention v2' -- its rows get FA2's kernels
-    (FA2_NAMED), the same row without the name the profile's default; on H100 FA2 is the slower."""
+    (FA2_NAMED); the same row without the name gets the FSDP profile's default, FA2 as well
+    (frameworks._PT_FA2); naming FlashAttention-3 (FA3_NAMED) prices the faster Hopper kernel."""
     r = rows["fmsfsdp_compile_llama2_70b_h100_96gpu"]
     lay, _ = row_layout(r)
     assert framework_options(r, lay).attention == "flash2"
     plain = dict(r, parallelism=dict(r["parallelism"], framework="fms-fsdp (IBM, PyTorch FSDP1, 2024-05-09)"))
-    assert framework_options(plain, lay).attention == "flash"
-    assert check_row(r).predicted < check_row(plain).predicted
+    assert framework_options(plain, lay).attention == "flash2"
+    fa3 = dict(r, parallelism=dict(r["parallelism"], framework="PyTorch FSDP with FlashAttention-3 (2025)"))
+    assert framework_options(fa3, lay).attention == "flash"
+    assert check_row(r).predicted < check_row(fa3).predicted
     habana = dict(r, parallelism=dict(r["parallelism"], framework="Megatron-DeepSpeed (Habana, fused SDPA)"))
     assert framework_options(habana, lay).attention != "flash2"
 

@@ -21,8 +21,9 @@ from wanka.plan.validate_summary import summary
 # (plan/moe_cost.py): 5.9% (p90 20.3%); with the Qwen2 rows interleaved as the ModelZoo ran them and
 # the routed tokens' TP collectives exposed (session 6): 5.8% (p90 15.2%); with IBM's fms-fsdp rows and llm-foundry's MPT
 # rows (session 6; 12 + 40 rows, their own medians in test_plan_fms_fsdp.py / test_plan_mpt_foundry.py):
-# 7.9% over 110 (p90 29.3%). The bound is that plus 1 point of margin, over every compared row
-MEDIAN_BOUND = 0.089
+# 7.9% over 110 (p90 29.3%); with FlashAttention-2 for the PyTorch-native stacks (MPT, Llama 3;
+# frameworks._PT_FA2, session 9): 7.1% (p90 24.2%). The bound is that plus 1 point of margin
+MEDIAN_BOUND = 0.081
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +101,20 @@ def test_llama3_context_parallelism_all_gathers_on_the_critical_path(rows):
     fwd, bwd = cp_layer_exposed_s(cluster, resolved, 4e6, 1.0, Options(cp_rotate="allgather-exposed"))
     assert fwd > 0 and bwd > 0  # a 4 MB chunk against 1 s of attention: a ring hides it all
     assert cp_layer_exposed_s(cluster, resolved, 4e6, 1.0, Options(cp_rotate="ring")) == (0.0, 0.0)
+
+
+def test_llama3_attention_runs_at_flashattention2s_rate(rows, checks):
+    """Meta's 2024 stack predates FlashAttention-3 (frameworks._PT_FA2): attention at FA2's Hopper
+    rate. At 128K tokens attention is ~40% of the FLOPs, so the kernel decides the row: priced with
+    FA3's rate it was 43.5% fast, with FA2's it is within 20%; the 8K rows move by a few points."""
+    long = rows["llama3_t4_405b_16384gpu_seq131072"]
+    lay, _ = row_layout(long)
+    assert framework_options(long, lay).attention == "flash2"
+    fa2, fa3 = _estimate(long), _estimate(long, attention="flash")
+    assert fa3.tokens_per_s_per_gpu / fa2.tokens_per_s_per_gpu > 1.2
+    assert abs(checks["llama3_t4_405b_16384gpu_seq131072"].error) < 0.2
+    short = rows["llama3_t4_405b_8192gpu_seq8192"]
+    assert 1.0 < _estimate(short, attention="flash").tokens_per_s_per_gpu / _estimate(short).tokens_per_s_per_gpu < 1.05
 
 
 def test_opt_runs_the_metaseq_launcher_layout(rows):

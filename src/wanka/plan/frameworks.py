@@ -117,6 +117,12 @@ _LLAMA3_CP = ("Llama 3 (arXiv 2407.21783 s.3.3.2): context parallelism all-gathe
 _LLAMA3_FSDP = ("Llama 3 s.3.3.2: FSDP shards optimizer states and gradients, weights not resharded after forward; "
                 "FSDP is the outermost dimension, prefetching weights and reducing gradients asynchronously; "
                 "gradients accumulated and reduce-scattered in FP32")
+_PT_FA2 = ("PyTorch-native stacks reach FlashAttention-2 on Hopper: PyTorch SDPA's flash backend is FlashAttention-2 "
+           "(integrated in PyTorch 2.2), and the flash-attn package's Hopper kernels (FlashAttention-3, Shah et al., "
+           "arXiv:2407.08608) appeared in July 2024, after the 2023-24 runs these profiles describe (MosaicML's MPT "
+           "and IBM's fms-fsdp tables; Llama 3 405B, whose finished pre-training arXiv:2407.21783 reports). An "
+           "inference from dates: none of these runs names its attention kernel; a row naming FlashAttention-3 or "
+           "cuDNN attention is priced at the FA3-class rate (published.FA3_NAMED)")
 _MEGASCALE = ("MegaScale (Jiang et al., NSDI'24 s.3.2): TP/SP all-gather and reduce-scatter fused into the "
               "GEMMs (hidden fraction 0.8: an assumption); DP reduce-scatter overlapped with the last "
               "micro-batch's backward, all-gather with the first forward")
@@ -323,8 +329,8 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
               zero_switches={2: dict(dp_overlap=True),
                              3: dict(dp_overlap=True, zero3_grad_overlap=True, zero3_reuse_distance=_DS3_REUSE)}),
     Framework("fsdp", "PyTorch FSDP / FSDP2: reduce-scatter every micro-batch, block-wise prefetch",
-              dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer"),
-              {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP}),
+              dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer", attention="flash2"),
+              {"grad_sync": _FSDP, "dp_overlap": _FSDP, "zero3_unit": _FSDP, "attention": _PT_FA2}),
     Framework("torchtitan", "torchtitan (2024-25): FSDP2 per block (+ TP, PP, CP), PyTorch SDPA attention",
               dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer", attention="flash2",
                    fp8_scaling="torchao-tensorwise", cp_rotate="allgather", gqa_repeat_kv=True,
@@ -361,8 +367,9 @@ PROFILES: dict[str, Framework] = {p.name: p for p in (
                             "torchtitan's Llama calls F.scaled_dot_product_attention (models/llama/model.py)"}),
     Framework("llama3", "Meta's Llama 3 405B stack (PyTorch FSDP + TP/PP/CP, NCCLX): FSDP overlapped, "
               "all-gather context parallelism", dict(grad_sync="auto", dp_overlap=True, zero3_unit="layer",
-                                                     cp_rotate="allgather-exposed"),
-              {"grad_sync": _LLAMA3_FSDP, "dp_overlap": _LLAMA3_FSDP, "zero3_unit": _FSDP, "cp_rotate": _LLAMA3_CP}),
+                                                     cp_rotate="allgather-exposed", attention="flash2"),
+              {"grad_sync": _LLAMA3_FSDP, "dp_overlap": _LLAMA3_FSDP, "zero3_unit": _FSDP, "cp_rotate": _LLAMA3_CP,
+               "attention": _PT_FA2}),
     Framework("jax-xla", "JAX/XLA (MaxText, Paxml): no TP overlap, FSDP overlapped by the scheduler",
               dict(tp_overlap=0.0, dp_overlap=True, zero3_unit="layer"),
               {"tp_overlap": _XLA, "dp_overlap": _XLA, "zero3_unit": _XLA}),

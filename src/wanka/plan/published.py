@@ -217,6 +217,9 @@ def row_layout(row: dict) -> tuple[Layout, list[str]]:
 # frameworks.py); e.g. IBM fms-fsdp's README "SDPA implementation of Flash attention v2" (papers.md). Gaudi's
 # fused SDPA is Habana's own kernel (megatron-deepspeed-habana keeps its profile's attention)
 FA2_NAMED = re.compile(r"\bsdpa\b|\bflash ?attention ?(?:v ?)?2\b|\bflash ?attn ?2\b|\bfa2\b")
+# A row naming a Hopper-class fused attention (FlashAttention-3, cuDNN / Transformer Engine fused attention): the
+# architecture's best rate ("flash"), whatever its profile's default (frameworks._PT_FA2)
+FA3_NAMED = re.compile(r"\bflash ?attention ?(?:v ?)?3\b|\bflash ?attn ?3\b|\bfa3\b|\bcudnn (?:fused )?attention\b")
 
 # A row stating the dtype its data-parallel gradients are reduced in (PyTorch FSDP's
 # MixedPrecision(reduce_dtype=...), e.g. fms-fsdp's bfSixteen policy, fms_fsdp/policies/mixed_precision.py
@@ -272,6 +275,9 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     fa2 = FA2_NAMED.search(words(fw)) and family != "megatron-deepspeed-habana"
     if fa2 and kw.get("attention", opts.attention) == "flash":  # FlashAttention-2 or PyTorch's SDPA named
         kw["attention"] = "flash2"
+    named = " ".join(words(p.get(k)) for k in ("framework", "attention_kernel"))
+    if FA3_NAMED.search(named) and kw.get("attention", opts.attention) == "flash2":  # FA3 / cuDNN named
+        kw["attention"] = "flash"
     if p2p := re.search(r"overlap_p2p_comm(?:\s*[:=]\s*(true|false))?", overlap):  # stated by the run's config
         kw["pp_p2p_overlap"] = p2p.group(1) != "false"  # Megatron-Core's overlap_p2p_comm (plan/interleaved.py)
     if (v := re.search(r"core[ _-]?r?0\.(\d+)", fw)) and int(v.group(1)) <= 8:  # before --align-param-gather:
