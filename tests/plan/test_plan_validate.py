@@ -139,7 +139,7 @@ def test_hfu_only_rows_compare_on_hfu():
 
 @pytest.mark.parametrize("framework, attention, tp_overlap", [
     ("Megatron-LM (2021)", "unfused", 0.0), ("Megatron-Core r0.8.0", "flash", 0.5), ("NeMo 24.12", "flash", 0.5),
-    ("MegaScale (2024)", "flash", 0.8), ("torchtitan", "flash2", 0.0),
+    ("MegaScale (2024)", "flash2", 0.8), ("torchtitan", "flash2", 0.0),
     ("MaxText (JAX)", "flash", 0.0)])
 def test_framework_mechanisms_from_the_framework_field(framework, attention, tp_overlap):
     row = _moe_row()
