@@ -5,9 +5,11 @@ Two torchrun launches (2 and 4 processes) run several layouts each, since a laun
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -21,9 +23,26 @@ RTOL = 1e-4
 
 
 def _launch(nproc: int, out: Path, data: Path, configs: list[dict]) -> list[dict]:
+    """One torchrun launch of `configs`. A launch whose worker died of SIGSEGV inside torch/gloo is run once
+    more from the same starting checkpoints: on 2026-12-04 a gloo worker of these launches segfaulted in two
+    of three full-suite runs (once with 4 ranks, once with 2; not reproduced in 6 isolated launches of the
+    2-rank set), a crash below this project's code. Any other failure -- and a second crash -- fails at once;
+    the parity assertions are the same either way. PYTHONFAULTHANDLER prints the crashing rank's stack."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(WORKER),
            str(out), str(data)] + [json.dumps({**COMMON, **c}) for c in configs]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")
+    dirs = [Path(c["ckpt"]) for c in configs]
+    before = {d: d.with_name(d.name + ".before") for d in dirs if d.exists()}
+    for d, copy in before.items():
+        shutil.copytree(d, copy)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    if proc.returncode != 0 and "SIGSEGV" in proc.stderr:
+        warnings.warn("a torchrun worker died of SIGSEGV; relaunching once:\n" + proc.stderr[-2000:])
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+            if d in before:
+                shutil.copytree(before[d], d)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())["runs"]
 
