@@ -184,9 +184,9 @@ def _options(args, layout: Layout | None = None) -> Options:
         kw["moe_flex_backend"] = args.moe_flex_dispatcher_backend
     if args.delay_wgrad_compute and not args.overlap_moe_expert_parallel_comm:
         raise SpecError("--delay-wgrad-compute", "only with --overlap-moe-expert-parallel-comm (Megatron-Core's rule)", True)
-    if args.overlap_moe_expert_parallel_comm and layout is not None and (refused := overlap_refusal(layout)):
-        raise SpecError("--overlap-moe-expert-parallel-comm", refused[1], str(layout))
     if args.overlap_moe_expert_parallel_comm:
+        if layout is not None and (refused := overlap_refusal(layout)):
+            raise SpecError("--overlap-moe-expert-parallel-comm", refused[1], str(layout))
         kw.update(moe_a2a_overlap=True, moe_delay_wgrad=args.delay_wgrad_compute, moe_shared_expert_overlap=False)
     base = Options(pipeline=args.pipeline)
     if args.framework:

@@ -27,20 +27,17 @@ _RING, _BULK = ("ring_exchange", 1), ("bulk", 1)
 # Every FP8 configuration below: qkv/fc1 dgrad bulk, the rest ring exchange (comm_overlap.py lines 164-201 @v0.5.0)
 _ALL_RING_OR_BULK = {"qkv_fprop": _RING, "proj_fprop": _RING, "fc1_fprop": _RING, "fc2_fprop": _RING,
                      "qkv_dgrad": _BULK, "proj_dgrad": _RING, "fc1_dgrad": _BULK, "fc2_dgrad": _RING}
+# Every BF16 configuration below: proj_fprop and fc2_fprop PipelineOverlapCfg(num_splits=4), the rest as above
+_BF16_PIPELINED = dict(_ALL_RING_OR_BULK, proj_fprop=("pipeline", 4), fc2_fprop=("pipeline", 4))
 MBRIDGE_USERBUFFERS = {
     "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192": _ALL_RING_OR_BULK,
     "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192": _ALL_RING_OR_BULK,
-    # BF16 B200: proj_fprop and fc2_fprop PipelineOverlapCfg(num_splits=4), the rest as above
-    "userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192": dict(_ALL_RING_OR_BULK, proj_fprop=("pipeline", 4),
-                                                                  fc2_fprop=("pipeline", 4)),
-    # Llama 3 70B (hidden 8192): comm_overlap.py lines 98-148 @v0.4.0 (the same at v0.1.0rc3 lines 95-146); the
-    # FP8 ones all ring exchange or bulk, the BF16 ones PipelineOverlapCfg(num_splits=4) on proj_fprop and fc2_fprop
+    "userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192": _BF16_PIPELINED,
+    # Llama 3 70B (hidden 8192): comm_overlap.py lines 98-148 @v0.4.0 (the same at v0.1.0rc3 lines 95-146)
     "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192": _ALL_RING_OR_BULK,
     "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192": _ALL_RING_OR_BULK,
-    "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192": dict(_ALL_RING_OR_BULK, proj_fprop=("pipeline", 4),
-                                                            fc2_fprop=("pipeline", 4)),
-    "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192": dict(_ALL_RING_OR_BULK, proj_fprop=("pipeline", 4),
-                                                            fc2_fprop=("pipeline", 4)),
+    "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192": _BF16_PIPELINED,
+    "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192": _BF16_PIPELINED,
 }
 _NAMED = re.compile(r"\buserbuffers_\w+")
 
