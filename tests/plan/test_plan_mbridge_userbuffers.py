@@ -51,3 +51,25 @@ def test_llama3_70b_rows_name_their_h8192_config():
         assert f"userbuffers_fp8_{gpu}_h8192" in r["parallelism"]["comm_overlap"], r["id"]
         assert framework_options(r, row_layout(r)[0]).tp_overlap == 1.0, r["id"]
     assert stated_tp_overlap("userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192") == pytest.approx(7.5 / 8)
+
+
+def test_nemo_2_rows_of_dgxc_are_read_with_the_release_that_defined_their_config():
+    """dgxc's NeMo 2.0 rows name the userbuffers configuration their scripts select. NeMo v2.2.1 (25.02) defined the
+    H100 FP8 ones with pipelined proj/fc2 fprop collectives, v2.3.x (25.04) with ring exchange (userbuffers.py at each
+    tag); DeepSeek-V3's 25.04 script turns TP overlap off (pretrain_deepseek_v3.py)."""
+    name = "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192"
+    assert stated_tp_overlap(f"{name} as NeMo@v2.2.1 defines it") == pytest.approx(7.5 / 8)
+    assert stated_tp_overlap(f"{name} (NeMo@v2.3.0 scripts/performance/llm/pretrain_llama31_405b.py)") == 1.0
+    dgxc = {r["id"]: r for r in json.loads((RUNS.parent / "dgxc.json").read_text())}
+    for rid, share in (("dgxc_llama3.1-405b_h100_1024gpu_fp8_25.02", 7.5 / 8),
+                       ("dgxc_llama3.1-405b_h100_512gpu_fp8_25.04", 1.0),
+                       ("dgxc_llama3.1-405b_h100_512gpu_bf16_25.04", 7.5 / 8),
+                       ("dgxc_llama3.1-70b_h100_64gpu_fp8_25.02", 7.5 / 8),
+                       ("dgxc_llama3.1-405b_gb200_256gpu_fp8_25.04", 1.0),
+                       ("dgxc_deepseek-v3-671b_h100_512gpu_bf16_25.04", 0.0)):
+        r = dgxc[rid]
+        assert framework_options(r, row_layout(r)[0]).tp_overlap == pytest.approx(share), rid
+    # the launcher-era rows (NeMo 24.x) name none: the profile's assumed share stays
+    old = dgxc["dgxc_llama3.1-405b_h100_576gpu_fp8_24.09"]
+    assert old["parallelism"]["comm_overlap"] is None
+    assert framework_options(old, row_layout(old)[0]).tp_overlap == 0.5

@@ -100,6 +100,27 @@ def test_a_prediction_is_classed_by_its_framework_profile_and_mechanism():
     assert U.parents("torchtitan/zero3-layer") == ["torchtitan/zero3-layer", "torchtitan/", "zero3-layer", "all"]
 
 
+def test_a_part_with_a_transferred_gemm_constant_is_judged_first_by_its_peers():
+    """Gaudi and AMD parts take their GEMM constant from another part's in-step ratio (efficiency.transfer_efficiency):
+    their class says so, and its parents put every such prediction before the anchored NVIDIA rows."""
+    from wanka.hardware.catalog import gpu
+    from wanka.layout import Layout
+    from wanka.plan.frameworks import framework
+    from wanka.workload import load_model
+
+    m = load_model("llama3-8b")
+    lay = Layout(tp=1, pp=1, dp=8).resolve(8, m)
+    opts = framework("megatron-core").options(lay)
+    assert U.mechanism_class(m, lay, opts, gpu("mi355x")) == "megatron-core/dense" + U.TRANSFERRED
+    assert U.mechanism_class(m, lay, opts, gpu("gaudi2")).endswith(U.TRANSFERRED)
+    assert U.mechanism_class(m, lay, opts, gpu("h100-sxm")) == "megatron-core/dense"
+    assert U.parents("megatron-core/dense" + U.TRANSFERRED) == [
+        "megatron-core/dense" + U.TRANSFERRED, "megatron-core/", U.TRANSFERRED, "dense", "all"]
+    # membership: the peers' class is every transferred row; the mechanism across profiles takes both kinds
+    assert U._member("p/dense" + U.TRANSFERRED, U.TRANSFERRED) and not U._member("p/dense", U.TRANSFERRED)
+    assert U._member("p/dense" + U.TRANSFERRED, "dense") and U._member("p/dense", "dense")
+
+
 def test_a_small_class_stretches_its_parents_band_over_its_own_residuals(monkeypatch):
     rows = [{"id": f"d{i}", "class": "p/dense", "group": f"g{i}", "log_error": (i - 10) / 100} for i in range(20)]
     rows += [{"id": f"s{i}", "class": "q/dense", "group": f"h{i}", "log_error": 0.30 + i / 100} for i in range(3)]

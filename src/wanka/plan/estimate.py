@@ -264,7 +264,7 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
         memory_GB_per_gpu=mem.total_GiB, fits=fits(mem, gpu.hbm_GB), breakdown=breakdown,
         memory={"weights": mem.weights_GiB, "gradients": mem.gradients_GiB, "optimizer": mem.optimizer_GiB,
                 "activations": mem.activations_GiB, "buffers": mem.buffers_GiB},
-        cluster_ref=cluster, mechanism=mechanism_class(model, lay, opts),
+        cluster_ref=cluster, mechanism=mechanism_class(model, lay, opts, cluster.gpu),
     )
 
 

@@ -49,30 +49,44 @@ def base_class(model, lay, opts) -> str:
     return "dense"
 
 
-def mechanism_class(model, lay, opts) -> str:
+TRANSFERRED = "@transferred-gemm"  # suffix of a class whose GPU's GEMM constant is transferred, not anchored
+
+
+def mechanism_class(model, lay, opts, gpu=None) -> str:
     """The class whose residuals price this prediction's uncertainty: the framework profile the
     Options came from (plan/frameworks.py; a framework's unmodelled costs are shared by its runs)
-    and the mechanism, e.g. "torchtitan/zero3-layer"; just the mechanism without a profile."""
+    and the mechanism, e.g. "torchtitan/zero3-layer"; just the mechanism without a profile. On a
+    part whose GEMM constant is carried over from another part's ratio (efficiency.transfer_efficiency:
+    Gaudi, AMD Instinct) the class ends in TRANSFERRED: the anchored NVIDIA rows' residuals do not
+    hold that assumption's error, so such predictions are judged first by each other's residuals."""
+    from wanka.plan.efficiency import transferred
+
     base = base_class(model, lay, opts)
-    return f"{opts.profile}/{base}" if opts.profile else base
+    cls = f"{opts.profile}/{base}" if opts.profile else base
+    return cls + TRANSFERRED if gpu is not None and transferred(gpu) else cls
 
 
 def parents(mechanism: str) -> list[str]:
-    """The classes tried in turn: the class, its framework profile ("torchtitan/"), its mechanism
-    without the profile, all rows."""
+    """The classes tried in turn: the class, its framework profile ("torchtitan/"), every class on a
+    transferred GEMM constant (for such a class), its mechanism without the profile, all rows."""
     chain = [mechanism]
-    if "/" in mechanism:
-        profile, base = mechanism.split("/", 1)
-        chain += [profile + "/", base]
+    plain = mechanism.removesuffix(TRANSFERRED)
+    if "/" in plain:
+        profile, base = plain.split("/", 1)
+        chain += [profile + "/"] + ([TRANSFERRED] if plain != mechanism else []) + [base]
+    elif plain != mechanism:
+        chain += [TRANSFERRED, plain]
     return chain + ["all"]
 
 
 def _member(row_class: str, name: str) -> bool:
     if name == "all" or row_class == name:
         return True
+    if name == TRANSFERRED:
+        return row_class.endswith(TRANSFERRED)
     if name.endswith("/"):  # a whole framework profile
         return row_class.startswith(name)
-    return "/" not in name and row_class.split("/", 1)[-1] == name  # a mechanism across profiles
+    return "/" not in name and row_class.removesuffix(TRANSFERRED).split("/", 1)[-1] == name  # across profiles
 
 
 def configuration(model, gpu: str, gpus: int, lay) -> str:
@@ -145,7 +159,7 @@ def _table_ids() -> frozenset[str]:
 def judge(check, model, cluster, lay, opts, predicted: float, measured: float | None) -> None:
     """Fill a validate Check's mechanism, p10/p90 (in the compared quantity's units) and whether
     the measured value falls inside; a row of the table is judged with its configuration left out."""
-    check.mechanism = mechanism_class(model, lay, opts)
+    check.mechanism = mechanism_class(model, lay, opts, cluster.gpu)
     check.group = configuration(model, cluster.gpu.name, cluster.gpus, lay)
     iv = interval(check.mechanism, check.group if check.id in _table_ids() else None)
     if iv is None or not measured or not predicted:
