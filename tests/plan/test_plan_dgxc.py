@@ -106,3 +106,19 @@ def test_moe_rows_run_what_their_configs_set():
         opts = framework_options(row, lay)
         assert lay.recompute == "selective" and opts.recompute_modules == (module,)
         assert opts.moe_capacity_factor == 1.0
+
+
+def test_nemo_2_rows_overlap_their_interleaved_p2p_as_the_callback_sets_it():
+    """NeMo 2.0's MegatronCommOverlapCallback sets overlap_p2p_comm whenever pp > 1 and vp > 1
+    (megatron_comm_overlap.py at the commits dgxc's setup.sh pins): those rows say so and are priced with it;
+    a launcher-era (NeMo 24.x) row with the same layout states nothing and keeps the profile's default."""
+    from wanka.plan.published import framework_options, row_layout
+
+    rows = {r["id"]: r for r in load_rows("dgxc")}
+    for rid in ("dgxc_llama3.1-405b_h100_1024gpu_fp8_25.02", "dgxc_nemotron4-340b_gb200_256gpu_fp8_25.04_strong",
+                "dgxc_llama4-maverick-400b_gb200_128gpu_bf16_25.04"):
+        r = rows[rid]
+        assert "overlap_p2p_comm=True" in r["parallelism"]["comm_overlap"], rid
+        assert framework_options(r, row_layout(r)[0]).pp_p2p_overlap, rid
+    old = rows["dgxc_llama3.1-405b_h100_576gpu_fp8_24.09"]
+    assert row_layout(old)[0].vpp > 1 and not framework_options(old, row_layout(old)[0]).pp_p2p_overlap
