@@ -115,10 +115,15 @@ def test_a_part_with_a_transferred_gemm_constant_is_judged_first_by_its_peers():
     assert U.mechanism_class(m, lay, opts, gpu("gaudi2")).endswith(U.TRANSFERRED)
     assert U.mechanism_class(m, lay, opts, gpu("h100-sxm")) == "megatron-core/dense"
     assert U.parents("megatron-core/dense" + U.TRANSFERRED) == [
-        "megatron-core/dense" + U.TRANSFERRED, "megatron-core/", U.TRANSFERRED, "dense", "all"]
-    # membership: the peers' class is every transferred row; the mechanism across profiles takes both kinds
-    assert U._member("p/dense" + U.TRANSFERRED, U.TRANSFERRED) and not U._member("p/dense", U.TRANSFERRED)
-    assert U._member("p/dense" + U.TRANSFERRED, "dense") and U._member("p/dense", "dense")
+        "megatron-core/dense" + U.TRANSFERRED, "megatron-core/" + U.TRANSFERRED, U.TRANSFERRED, "dense", "all"]
+    assert U.parents("dense" + U.TRANSFERRED) == ["dense" + U.TRANSFERRED, U.TRANSFERRED, "dense", "all"]
+    # membership: a profile's transferred rows, then every transferred row; the NVIDIA rows of the same profile
+    # are not peers; the mechanism across profiles takes both kinds
+    t = "p/dense" + U.TRANSFERRED
+    assert U._member(t, "p/" + U.TRANSFERRED) and not U._member("p/dense", "p/" + U.TRANSFERRED)
+    assert not U._member("q/dense" + U.TRANSFERRED, "p/" + U.TRANSFERRED)
+    assert U._member(t, U.TRANSFERRED) and not U._member("p/dense", U.TRANSFERRED)
+    assert U._member(t, "dense") and U._member("p/dense", "dense")
 
 
 def test_a_small_class_stretches_its_parents_band_over_its_own_residuals(monkeypatch):

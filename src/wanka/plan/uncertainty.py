@@ -67,23 +67,24 @@ def mechanism_class(model, lay, opts, gpu=None) -> str:
 
 
 def parents(mechanism: str) -> list[str]:
-    """The classes tried in turn: the class, its framework profile ("torchtitan/"), every class on a
-    transferred GEMM constant (for such a class), its mechanism without the profile, all rows."""
+    """The classes tried in turn: the class, its framework profile ("torchtitan/"), its mechanism
+    without the profile, all rows. A class on a transferred GEMM constant tries its profile's transferred
+    rows ("p/@transferred-gemm") and every transferred row ("@transferred-gemm") before the mechanism."""
     chain = [mechanism]
     plain = mechanism.removesuffix(TRANSFERRED)
-    if "/" in plain:
-        profile, base = plain.split("/", 1)
-        chain += [profile + "/"] + ([TRANSFERRED] if plain != mechanism else []) + [base]
-    elif plain != mechanism:
-        chain += [TRANSFERRED, plain]
+    profile, base = plain.split("/", 1) if "/" in plain else ("", plain)
+    if plain != mechanism:
+        chain += ([profile + "/" + TRANSFERRED] if profile else []) + [TRANSFERRED, base]
+    elif profile:
+        chain += [profile + "/", base]
     return chain + ["all"]
 
 
 def _member(row_class: str, name: str) -> bool:
     if name == "all" or row_class == name:
         return True
-    if name == TRANSFERRED:
-        return row_class.endswith(TRANSFERRED)
+    if name.endswith(TRANSFERRED):  # the transferred rows of a profile ("p/" + suffix) or of all ("" + suffix)
+        return row_class.endswith(TRANSFERRED) and _member(row_class, name.removesuffix(TRANSFERRED) or "all")
     if name.endswith("/"):  # a whole framework profile
         return row_class.startswith(name)
     return "/" not in name and row_class.removesuffix(TRANSFERRED).split("/", 1)[-1] == name  # across profiles
