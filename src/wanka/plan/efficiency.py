@@ -15,8 +15,8 @@ the SC'21/Korthikanti rows (tests/plan/test_plan_calibration.py); Hopper 0.62 pu
 published layout on 16k H100 near its reported 38-43% MFU (perf_anchors.md, collectives.md s.5).
 Blackwell 0.50 (16-bit) / 0.40 (FP8) put NVIDIA's Llama 3.1 405B runs on 128-512 GB200 (NeMo 25.04,
 TP4 PP8 CP2 VP8; NVIDIA/dgxc-benchmarking llama3.1/README.md, rows in plan/published_runs/dgxc.json)
-at their measured step time (read since session 10 with the userbuffers configuration their NeMo 2.0 script
-selects: -1.0..+4.1%); the GB200 rows of Nemotron-4 340B are the check (docs/plan.md). Before
+at their measured step time (read since session 10 with the userbuffers configuration and p2p overlap their
+NeMo 2.0 script sets: +2.8..+4.5%); the GB200 rows of Nemotron-4 340B are the check (docs/plan.md). Before
 those rows the Blackwell values copied Hopper's (0.62 / 0.50) and over-predicted GB200 by ~20%.
 
 Shape penalty: a GEMM dimension d fills tensor-core tiles and SM waves less well when small; we
