@@ -140,10 +140,13 @@ KERNEL_OVERHEAD_S = 3e-6
 KERNELS_PER_LAYER_FWD = 14
 
 
+TRANSFERRED_PARTS = frozenset({part for part, _ in OPERATOR_TFLOPS} | set(SAME_FRACTIONS_AS))
+
+
 def transferred(g: GPU) -> bool:
     """Whether the part's GEMM constant is carried over by transfer_efficiency (an assumption: Gaudi,
     AMD Instinct) rather than set from its own training-step runs."""
-    return architecture(g) in {part for part, _ in OPERATOR_TFLOPS} | set(SAME_FRACTIONS_AS)
+    return architecture(g) in TRANSFERRED_PARTS
 
 
 def calibrated(efficiency: float, scale: float) -> float:
