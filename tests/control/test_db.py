@@ -45,3 +45,19 @@ def test_bad_urls_and_specs_name_the_field(tmp_path):
         with pytest.raises(SpecError) as exc:
             parse_job_spec(body)
         assert exc.value.field == field, (body, str(exc.value))
+
+
+def test_a_token_never_starts_with_a_dash(db_url, monkeypatch):
+    """base64url draws '-' as the first character one time in 64; argparse then reads `--token -x..` as an
+    option ("expected one argument"). Issued tokens carry a prefix, so the CLI takes every one of them."""
+    import secrets
+
+    from wanka.cli import build_parser
+    from wanka.control.store import TOKEN_PREFIX
+
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda n: "-" + "A" * 42)
+    store = Store(open_db(db_url)[1])
+    token = store.add_token("carol", "user")
+    assert token.startswith(TOKEN_PREFIX) and store.who(token) == ("carol", "user")
+    args = build_parser().parse_args(["control", "cancel", "1", "--url", "http://x", "--token", token])
+    assert args.token == token

@@ -18,6 +18,9 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+TOKEN_PREFIX = "wk_"
+
+
 class Store:
     def __init__(self, sessions: sessionmaker):
         self.sessions = sessions
@@ -28,7 +31,9 @@ class Store:
             raise SpecError("role", " | ".join(ROLES), role)
         if not user or len(user) > 64 or not user.replace("-", "").replace("_", "").isalnum():
             raise SpecError("user", "a name of letters, digits, '-' and '_' (at most 64)", user)
-        token = secrets.token_urlsafe(32)
+        # "wk_" first: a base64url token starts with '-' one time in 64, and `--token -x...` is then read by
+        # argparse as an option ("expected one argument"); the prefix keeps all 256 random bits
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self.sessions.begin() as s:
             s.add(TokenRow(sha256=_hash(token), user=user, role=role, created_at=time.time()))
         return token
