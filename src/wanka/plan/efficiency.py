@@ -140,7 +140,8 @@ KERNEL_OVERHEAD_S = 3e-6
 KERNELS_PER_LAYER_FWD = 14
 
 
-TRANSFERRED_PARTS = frozenset({part for part, _ in OPERATOR_TFLOPS} | set(SAME_FRACTIONS_AS))
+# architecture() already maps a SAME_FRACTIONS_AS part to the part it borrows from, so the table's parts suffice
+TRANSFERRED_PARTS = frozenset(part for part, _ in OPERATOR_TFLOPS)
 
 
 def transferred(g: GPU) -> bool:

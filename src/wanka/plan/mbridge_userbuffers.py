@@ -60,8 +60,9 @@ def stated_tp_overlap(text: str) -> float | None:
     """The hidden share of a layer's TP traffic under the userbuffers configuration `text` names (a
     row's comm_overlap), or None where it names none of MBRIDGE_USERBUFFERS. A text naming "NeMo@v2.2" reads the
     names as that release defined them (NEMO_V2_2_USERBUFFERS)."""
-    table = NEMO_V2_2_USERBUFFERS if _NEMO_V2_2.search(str(text or "")) else MBRIDGE_USERBUFFERS
-    for name in _NAMED.findall(str(text or "")):
+    text = str(text or "")
+    table = NEMO_V2_2_USERBUFFERS if _NEMO_V2_2.search(text) else MBRIDGE_USERBUFFERS
+    for name in _NAMED.findall(text):
         if name in table:
             return userbuffers_hidden_fraction(table[name])
     return None
