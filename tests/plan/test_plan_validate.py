@@ -105,6 +105,27 @@ def test_rows_the_planner_cannot_take_are_skipped_with_the_reason():
     assert check_row(bad_ep).skipped
 
 
+def test_a_result_its_source_flags_is_priced_but_not_compared():
+    row = copy.deepcopy(_moe_row())
+    plain = check_row(row)
+    row["result"]["source_caveat"] = "Performance regression  in this run is a known issue."
+    flagged = check_row(row)
+    assert flagged.skipped == "the source flags this result: Performance regression in this run is a known issue."
+    assert flagged.predicted == pytest.approx(plain.predicted) and flagged.measured == pytest.approx(plain.measured)
+    assert flagged.error is None and flagged.covered is None
+    for bad in ("", "  ", 3, ["regression"]):
+        row["result"]["source_caveat"] = bad
+        assert check_row(row).skipped.startswith("result.source_caveat: expected")
+
+
+def test_the_built_in_regression_row_is_skipped_with_nvidias_footnote():
+    from wanka.plan.published import load_rows as built_in
+
+    row = next(r for r in built_in("nemo_perf") if r["id"] == "nemo_gpt-oss-120b_gb200_64gpu_mxfp8_26.06.01")
+    assert "[^gpt-oss-note]" in row["source_excerpt"]
+    assert "known issue" in check_row(row).skipped
+
+
 @pytest.mark.parametrize("text, stage", [("ZeRO stage 1", 1), ("DeepSpeed ZeRO-2", 2), ("FSDP (full shard)", 3),
                                          ("HSDP over 8 nodes", 3), ("FSDP SHARD_GRAD_OP", 2),
                                          ("distributed optimizer", 1), ("none (DDP)", 0), (None, 0)])
