@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from wanka.plan.efficiency import transferred
+
 TABLE = Path(__file__).parent / "residuals.json"
 MIN_ROWS = 9  # the smallest n whose conformal p10/p90 ranks (conformal_ranks) both exist
 LOW, HIGH = 0.10, 0.90
@@ -59,8 +61,6 @@ def mechanism_class(model, lay, opts, gpu=None) -> str:
     part whose GEMM constant is carried over from another part's ratio (efficiency.transfer_efficiency:
     Gaudi, AMD Instinct) the class ends in TRANSFERRED: the anchored NVIDIA rows' residuals do not
     hold that assumption's error, so such predictions are judged first by each other's residuals."""
-    from wanka.plan.efficiency import transferred
-
     base = base_class(model, lay, opts)
     cls = f"{opts.profile}/{base}" if opts.profile else base
     return cls + TRANSFERRED if gpu is not None and transferred(gpu) else cls
