@@ -4,7 +4,7 @@ from wanka.errors import SpecError
 from wanka.hardware import gpu, gpu_names, nic, nic_names
 from wanka.hardware.catalog import DTYPES
 
-REQUIRED = ["a100-40gb", "a100-80gb", "h100-sxm", "h800", "h20", "h200", "b200", "gb200",
+REQUIRED = ["a100-40gb", "a100-80gb", "h100-sxm", "h800", "h20", "h200", "b200", "gb200", "b300", "gb300",
             "mi300x", "ascend-910b", "ascend-910c", "mtt-s4000"]
 
 
@@ -36,6 +36,17 @@ def test_published_anchor_figures():
     assert gpu("h800").peak("bf16") == gpu("h100-sxm").peak("bf16")
     assert gpu("h800").scale_up.bandwidth_GBps < gpu("h100-sxm").scale_up.bandwidth_GBps
     assert gpu("gb200").scale_up.domain == 72
+
+
+def test_blackwell_ultra_has_blackwell_training_peaks_and_more_memory():
+    # HGX B300 / GB300 NVL72 tables: the FP8 and BF16 training peaks of B200 / GB200, 288 GB HBM3e at 8 TB/s
+    for ultra, base in (("b300", "b200"), ("gb300", "gb200")):
+        u, b = gpu(ultra), gpu(base)
+        assert (u.peak("fp8"), u.peak("bf16")) == (b.peak("fp8"), b.peak("bf16"))
+        assert u.hbm_GB == 288 and u.hbm_TBps == pytest.approx(8.0)
+        assert u.scale_up == b.scale_up
+        assert u.sms is None  # the shipping SM count is not published (160 is the full implementation)
+    assert gpu("gb300").peak("fp8") == 5000 and gpu("b300").peak("fp8") == 4500
 
 
 def test_unknown_figure_is_none_and_asking_for_it_is_an_error():

@@ -93,6 +93,10 @@ def test_every_profile_switch_is_an_option_with_a_source():
     ("MegaScale (Megatron-LM based)", None, "megascale"),
     ("metaseq (FSDP)", None, "fsdp"),
     ("in-house", None, None),
+    # no stack named: PyTorch FSDP read from the sharding field's own terms; other sharding is no profile
+    ("PyTorch 2.1", "FSDP FULL_SHARD", "fsdp"), ("Composer", "SHARD_GRAD_OP", "fsdp"), (None, "HSDP", "fsdp"),
+    ("custom trainer", "fully sharded data parallel", "fsdp"), ("Colossal-AI", "ZeRO-3", None),
+    ("PyTorch DDP", "none", None), ("NeMo 2.0", "Megatron FSDP", "megatron-core"),
 ])
 def test_published_framework_text_maps_to_a_profile(text, zero, family):
     assert family_of(text, zero) == family

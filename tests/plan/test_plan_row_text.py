@@ -76,6 +76,7 @@ def test_fp32_training_is_refused_naming_the_field():
     ("A100 40G", "a100-40gb"), ("H100 SXM5 80GB", "h100-sxm"), ("H800", "h800"), ("H20", "h20"), ("H200", "h200"),
     ("GB200 NVL72", "gb200"), ("DGX H100", "h100-sxm"), ("Ascend 910B2", "ascend-910b"),
     ("NVIDIA H100 SXM5 (not PCIe)", "h100-sxm"), ("GB200 NVL 72", "gb200"),
+    ("DGX-GB300", "gb300"), ("NVIDIA GB300 NVL72", "gb300"), ("DGX-B300", "b300"), ("HGX B300", "b300"),
     ("AMD Instinct MI355X", "mi355x"), ("MI325X", "mi325x"), ("Intel Gaudi2", "gaudi2"), ("Gaudi 3", "gaudi3"),
 ])
 def test_gpu_phrasings(text, part):
@@ -398,3 +399,15 @@ def test_a_row_without_bandwidth_takes_it_from_its_network_text():
     c = check_row(row)
     assert "50 Gb/s per GPU scale-out from hardware.network" in c.assumed
     assert c.predicted < check_row(_base()).predicted  # a quarter of the stated 200 Gb/s per GPU
+
+
+def test_blackwell_ultra_rows_take_their_platform_defaults():
+    # a GB300 NVL72 job: 4-GPU trays (64 of a rack's 72 GPUs for 256), one 800 Gb/s ConnectX-8 per GPU unless stated
+    from wanka.plan.row_hardware import row_cluster
+
+    assumed = []
+    c = row_cluster({"id": "r", "hardware": {"gpu": "DGX-GB300", "gpu_count": 256}}, assumed)
+    assert c.gpu.name == "gb300" and c.spec.scale_up.domain == 64 and c.spec.gpus_per_node == 4
+    assert "800 Gb/s per GPU scale-out" in assumed
+    b = row_cluster({"id": "r", "hardware": {"gpu": "DGX-B300", "gpu_count": 64, "inter_node_bw_per_gpu_Gbps": 400}})
+    assert b.gpu.name == "b300" and b.spec.scale_up.domain == 8 and b.spec.scale_out.bandwidth_Gbps == 400

@@ -403,6 +403,8 @@ def framework(name: str, field_name: str = "--framework") -> Framework:
 def family_of(framework_text: str | None, zero_text: str | None = None) -> str | None:
     """The profile a published run's framework text names (None: not recognised, validate then prices
     with plain Options() -- the PyTorch-DDP-like defaults, docs/plan.md "Reading published rows").
+    `zero_text` (the row's zero_or_fsdp) decides DeepSpeed-vs-Megatron readings and, when the framework
+    text names no stack ("PyTorch 2.1", "Composer", none), PyTorch FSDP named by its sharding terms.
     Matched on whole words of the lower-cased text with `_`/`-` as spaces ("Megatron_Core", "NeMo-Megatron")."""
     fw = " ".join(re.sub(r"[\s_/-]+", " ", str(framework_text or "").lower()).split())
     zero = str(zero_text or "").lower()
@@ -441,4 +443,9 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
         return "fsdp"
     if has(r"\bmegatron"):
         return "megatron-lm"  # published.framework_options takes megatron-lm-2021 for rows dated <= 2022
+    # no stack named, but the sharding field names PyTorch FSDP by its own terms: torch's ShardingStrategy
+    # values (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD; distributed/fsdp/api.py), FSDP/FSDP2/HSDP, "fully sharded"
+    if re.search(r"\b(?:fsdp2?|hsdp|full shard|shard grad op|hybrid shard|fully sharded)\b",
+                 " ".join(re.sub(r"[\s_/-]+", " ", zero).split())):
+        return "fsdp"
     return None

@@ -26,7 +26,7 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     part = hw.get("part") if isinstance(hw.get("part"), dict) else None
     gpu = part["name"] if part else catalog_part(hw.get("gpu"), hw.get("hbm_gb"), assumed)
     gpus = row_gpus(row, assumed)
-    per_node = 4 if gpu == "gb200" else 8  # a GB200 compute tray holds 4 GPUs (NVL72: 18 trays)
+    per_node = 4 if gpu in ("gb200", "gb300") else 8  # a GB200/GB300 compute tray holds 4 GPUs (NVL72: 18 trays)
     domain = count(hw, "nvlink_domain_size", "hardware")
     if domain is None:  # the part's usual scale-up domain from the catalogue (GB200 NVL72: 72, HGX: 8)
         from wanka.hardware.catalog import gpu as catalogue_gpu
@@ -47,7 +47,9 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
         if bw is not None and assumed is not None:
             assumed.append(f"{bw:g} Gb/s per GPU scale-out from hardware.network")
     if bw is None:  # the part's generation of NIC: DGX/HGX A100 one 200 Gb/s HDR HCA per GPU, H100 on 400 Gb/s NDR
-        bw = 200 if gpu.startswith("a100") else 400  # (NVIDIA DGX A100 / DGX H100 user guides: 8 compute HCAs)
+        # (NVIDIA DGX A100 / DGX H100 user guides: 8 compute HCAs); Blackwell Ultra one 800 Gb/s ConnectX-8 per GPU
+        # (HGX B300 table: 1.6 TB/s networking per 8 GPUs, both directions; GB300 NVL72: 72 ConnectX-8 SuperNICs)
+        bw = 200 if gpu.startswith("a100") else 800 if gpu in ("b300", "gb300") else 400
         if assumed is not None:
             assumed.append(f"{bw} Gb/s per GPU scale-out")
     spec = {"name": str(row.get("id", "run")), "gpu": part or gpu, "gpus": gpus, "gpus_per_node": min(per_node, domain),
