@@ -4,7 +4,7 @@ from wanka.errors import SpecError
 from wanka.hardware import gpu, gpu_names, nic, nic_names
 from wanka.hardware.catalog import DTYPES
 
-REQUIRED = ["a100-40gb", "a100-80gb", "h100-sxm", "h800", "h20", "h200", "b200", "gb200", "b300", "gb300",
+REQUIRED = ["a100-40gb", "a100-80gb", "a800", "h100-sxm", "h800", "h20", "h200", "b200", "gb200", "b300", "gb300",
             "mi300x", "ascend-910b", "ascend-910c", "mtt-s4000"]
 
 
@@ -35,6 +35,9 @@ def test_published_anchor_figures():
     assert gpu("a100-80gb").peak("bf16") == 312
     assert gpu("h800").peak("bf16") == gpu("h100-sxm").peak("bf16")
     assert gpu("h800").scale_up.bandwidth_GBps < gpu("h100-sxm").scale_up.bandwidth_GBps
+    # A800: A100 80GB compute and memory, NVLink 400 GB/s bidirectional (Reuters, Nov 2022)
+    assert gpu("a800").peak("bf16") == gpu("a100-80gb").peak("bf16") and gpu("a800").hbm_GB == 80
+    assert gpu("a800").scale_up.bandwidth_GBps == 200
     assert gpu("gb200").scale_up.domain == 72
 
 

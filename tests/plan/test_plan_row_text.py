@@ -76,14 +76,14 @@ def test_fp32_training_is_refused_naming_the_field():
     ("A100 40G", "a100-40gb"), ("H100 SXM5 80GB", "h100-sxm"), ("H800", "h800"), ("H20", "h20"), ("H200", "h200"),
     ("GB200 NVL72", "gb200"), ("DGX H100", "h100-sxm"), ("Ascend 910B2", "ascend-910b"),
     ("NVIDIA H100 SXM5 (not PCIe)", "h100-sxm"), ("GB200 NVL 72", "gb200"),
-    ("DGX-GB300", "gb300"), ("NVIDIA GB300 NVL72", "gb300"), ("DGX-B300", "b300"), ("HGX B300", "b300"),
+    ("A800", "a800"), ("NVIDIA A800-SXM4-80GB", "a800"), ("DGX-GB300", "gb300"), ("NVIDIA GB300 NVL72", "gb300"), ("DGX-B300", "b300"), ("HGX B300", "b300"),
     ("AMD Instinct MI355X", "mi355x"), ("MI325X", "mi325x"), ("Intel Gaudi2", "gaudi2"), ("Gaudi 3", "gaudi3"),
 ])
 def test_gpu_phrasings(text, part):
     assert catalog_part(text) == part
 
 
-@pytest.mark.parametrize("text", ["A800", "A800-SXM4-80GB", "MI250X", "H100 PCIe", "H100 NVL", "GH200", "V100", "Gaudi"])
+@pytest.mark.parametrize("text", ["A800 PCIe", "MI250X", "H100 PCIe", "H100 NVL", "GH200", "V100", "Gaudi"])
 def test_parts_not_in_the_catalogue_are_named(text):
     with pytest.raises(SpecError, match="not in the catalogue") as exc:
         catalog_part(text)

@@ -47,9 +47,10 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
         if bw is not None and assumed is not None:
             assumed.append(f"{bw:g} Gb/s per GPU scale-out from hardware.network")
     if bw is None:  # the part's generation of NIC: DGX/HGX A100 one 200 Gb/s HDR HCA per GPU, H100 on 400 Gb/s NDR
-        # (NVIDIA DGX A100 / DGX H100 user guides: 8 compute HCAs); Blackwell Ultra one 800 Gb/s ConnectX-8 per GPU
+        # (NVIDIA DGX A100 / DGX H100 user guides: 8 compute HCAs; the A800's HGX boards taken as the A100's);
+        # Blackwell Ultra one 800 Gb/s ConnectX-8 per GPU
         # (HGX B300 table: 1.6 TB/s networking per 8 GPUs, both directions; GB300 NVL72: 72 ConnectX-8 SuperNICs)
-        bw = 200 if gpu.startswith("a100") else 800 if gpu in ("b300", "gb300") else 400
+        bw = 200 if gpu.startswith(("a100", "a800")) else 800 if gpu in ("b300", "gb300") else 400
         if assumed is not None:
             assumed.append(f"{bw} Gb/s per GPU scale-out")
     spec = {"name": str(row.get("id", "run")), "gpu": part or gpu, "gpus": gpus, "gpus_per_node": min(per_node, domain),
