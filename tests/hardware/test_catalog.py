@@ -68,3 +68,23 @@ def test_nics_cover_200_400_800():
 def test_unknown_gpu_names_the_field():
     with pytest.raises(SpecError, match="^gpu: expected a catalog name"):
         gpu("h9000")
+
+
+def test_gb300_memory_reaches_the_planner():
+    # the same layout of Llama 3.1 405B: GB200's 186 GB does not hold it, GB300's 288 GB does; same peaks, same speed
+    from wanka.cluster.model import Cluster
+    from wanka.cluster.spec import parse_cluster_spec
+    from wanka.layout import Layout
+    from wanka.plan import estimate
+    from wanka.workload import load_model
+
+    def rack(part):
+        return Cluster(parse_cluster_spec({"name": part, "gpu": part, "gpus": 64, "gpus_per_node": 4,
+                                           "scale_up": {"domain": 64},
+                                           "scale_out": {"bandwidth_Gbps": 800, "topology": "fat-tree"}}, "test"))
+
+    model, lay = load_model("llama3-405b"), Layout.parse("tp=8,pp=4,gbs=64,zero=1,recompute=none")
+    small, big = estimate(model, rack("gb200"), lay), estimate(model, rack("gb300"), lay)
+    assert gpu("gb200").hbm_GB < small.memory_GB_per_gpu < gpu("gb300").hbm_GB
+    assert not small.fits and big.fits
+    assert big.tokens_per_s_per_gpu == pytest.approx(small.tokens_per_s_per_gpu, rel=1e-9)
