@@ -76,7 +76,8 @@ def test_fp32_training_is_refused_naming_the_field():
     ("A100 40G", "a100-40gb"), ("H100 SXM5 80GB", "h100-sxm"), ("H800", "h800"), ("H20", "h20"), ("H200", "h200"),
     ("GB200 NVL72", "gb200"), ("DGX H100", "h100-sxm"), ("Ascend 910B2", "ascend-910b"),
     ("NVIDIA H100 SXM5 (not PCIe)", "h100-sxm"), ("GB200 NVL 72", "gb200"),
-    ("A800", "a800"), ("NVIDIA A800-SXM4-80GB", "a800"), ("DGX-GB300", "gb300"), ("NVIDIA GB300 NVL72", "gb300"), ("DGX-B300", "b300"), ("HGX B300", "b300"),
+    ("A800", "a800"), ("NVIDIA A800-SXM4-80GB", "a800"), ("DGX-GB300", "gb300"), ("NVIDIA GB300 NVL72", "gb300"),
+    ("DGX-B300", "b300"), ("HGX B300", "b300"),
     ("AMD Instinct MI355X", "mi355x"), ("MI325X", "mi325x"), ("Intel Gaudi2", "gaudi2"), ("Gaudi 3", "gaudi3"),
 ])
 def test_gpu_phrasings(text, part):

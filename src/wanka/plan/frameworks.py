@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from wanka.errors import SpecError
 from wanka.plan.exposure import Options
+from wanka.plan.row_text import words
 
 # shared sources (file@project, paper section)
 _MCORE_DDP = ("Megatron-Core: grads accumulate in the fp32 main-grad buffer, all but the last micro-batch "
@@ -406,7 +407,7 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
     `zero_text` (the row's zero_or_fsdp) decides DeepSpeed-vs-Megatron readings and, when the framework
     text names no stack ("PyTorch 2.1", "Composer", none), PyTorch FSDP named by its sharding terms.
     Matched on whole words of the lower-cased text with `_`/`-` as spaces ("Megatron_Core", "NeMo-Megatron")."""
-    fw = " ".join(re.sub(r"[\s_/-]+", " ", str(framework_text or "").lower()).split())
+    fw = words(framework_text)
     zero = str(zero_text or "").lower()
 
     def has(pattern: str) -> bool:
@@ -445,7 +446,6 @@ def family_of(framework_text: str | None, zero_text: str | None = None) -> str |
         return "megatron-lm"  # published.framework_options takes megatron-lm-2021 for rows dated <= 2022
     # no stack named, but the sharding field names PyTorch FSDP by its own terms: torch's ShardingStrategy
     # values (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD; distributed/fsdp/api.py), FSDP/FSDP2/HSDP, "fully sharded"
-    if re.search(r"\b(?:fsdp2?|hsdp|full shard|shard grad op|hybrid shard|fully sharded)\b",
-                 " ".join(re.sub(r"[\s_/-]+", " ", zero).split())):
+    if re.search(r"\b(?:fsdp2?|hsdp|full shard|shard grad op|hybrid shard|fully sharded)\b", words(zero_text)):
         return "fsdp"
     return None

@@ -171,7 +171,8 @@ def count(section: dict, key: str, where: str, minimum: int = 1) -> int | None:
 
 
 # accelerator text -> catalogue name (hardware/catalog.yaml), on normalised text, most specific first
-_PARTS = [(r"\bgb300\b", "gb300"), (r"\bb300\b", "b300"), (r"\bgb200\b", "gb200"), (r"\bb200\b", "b200"), (r"\bh200\b", "h200"), (r"\bh800\b", "h800"),
+_PARTS = [(r"\bgb300\b", "gb300"), (r"\bb300\b", "b300"), (r"\bgb200\b", "gb200"), (r"\bb200\b", "b200"),
+          (r"\bh200\b", "h200"), (r"\bh800\b", "h800"),
           (r"\bh20\b", "h20"), (r"\bmi300x\b", "mi300x"), (r"\bmi325x\b", "mi325x"), (r"\bmi350x\b", "mi350x"),
           (r"\bmi355x\b", "mi355x"), (r"\bgaudi ?2\b", "gaudi2"), (r"\bgaudi ?3\b", "gaudi3"),
           (r"\ba100\b", "a100"), (r"\ba800\b", "a800"), (r"\bh100\b", "h100-sxm"),
@@ -198,15 +199,17 @@ def catalog_part(text, hbm_gb=None, assumed: list[str] | None = None) -> str:
     name = next((n for pat, n in _PARTS if re.search(pat, t)), None)
     if miss or name is None:
         what = f"not in the catalogue: {miss.group(0)!r}" if miss else "an accelerator in the hardware catalogue"
-        raise SpecError("hardware.gpu", f"one of gb300, b300, gb200, b200, h200, h800, h20, h100 (SXM), a100 (SXM 40/80 GB), a800, "
-                        f"mi300x, mi325x, mi350x, mi355x, gaudi2, gaudi3, ascend 910b/910c ({what})", text)
+        raise SpecError("hardware.gpu", f"one of gb300, b300, gb200, b200, h200, h800, h20, h100 (SXM), "
+                        f"a100 (SXM 40/80 GB), a800, mi300x, mi325x, mi350x, mi355x, gaudi2, gaudi3, "
+                        f"ascend 910b/910c ({what})", text)
     if name == "a100":
         size = re.search(r"\b(40|80) ?g(?:b|ib)?\b", t)
         stated = int(size.group(1)) if size else hbm_gb if hbm_gb in (40, 80) else None
         if stated is None and assumed is not None:
             assumed.append("A100 80GB (memory size not stated)")
         name = "a100-40gb" if stated == 40 else "a100-80gb"
-    if name in ("a100-40gb", "a100-80gb", "a800", "h100-sxm") and not re.search(_FORM_FACTOR, t) and assumed is not None:
+    if name in ("a100-40gb", "a100-80gb", "a800", "h100-sxm") and not re.search(_FORM_FACTOR, t) \
+            and assumed is not None:
         assumed.append(f"{name}: the SXM part (no form factor named)")
     return name
 
