@@ -3,7 +3,6 @@
 import pytest
 
 from wanka.cluster import load_cluster
-from wanka.errors import SpecError
 
 
 def _spec(tmp_path, gpus: int, domain: int):

@@ -25,6 +25,9 @@ def test_every_figure_is_sourced_and_sane(name):
         assert g.peak_tflops.fp8 >= bf16
     assert 16 <= g.hbm_GB <= 512
     assert g.scale_up.domain in (8, 72, 384)
+    if g.node_gpus is not None or g.scale_out_Gbps is not None:  # the usual platform cites its server document
+        assert len(g.sources.get("node", "")) > 10
+        assert g.scale_up.domain % g.node_gpus == 0 and g.scale_out_Gbps in (200, 400, 800)
 
 
 def test_published_anchor_figures():

@@ -50,6 +50,9 @@ class Cluster:
                 so = so.model_copy(update={"bandwidth_Gbps": card.bandwidth_Gbps})
             if "nic_latency_us" not in so.model_fields_set and card.latency_us is not None:
                 so = so.model_copy(update={"nic_latency_us": card.latency_us})
+        elif "bandwidth_Gbps" not in so.model_fields_set and self.gpu.scale_out_Gbps is not None:
+            # neither stated nor a NIC named: the GPU's platform NIC (catalog scale_out_Gbps)
+            so = so.model_copy(update={"bandwidth_Gbps": self.gpu.scale_out_Gbps})
         self.scale_out = so
         self.domain = spec.scale_up.domain or max(self.gpu.scale_up.domain, spec.gpus_per_node)
         if self.domain % spec.gpus_per_node:
@@ -105,7 +108,7 @@ class Cluster:
             return None
         if so.topology == "rail-fat-tree":  # a rail leaf takes one port from each node of its group
             if so.leaf_gpus % self.gpus_per_node:
-                raise SpecError("scale_out.leaf_gpus", f"a multiple of gpus_per_node for a rail fat-tree", so.leaf_gpus)
+                raise SpecError("scale_out.leaf_gpus", "a multiple of gpus_per_node for a rail fat-tree", so.leaf_gpus)
             return so.leaf_gpus // self.gpus_per_node
         return so.leaf_gpus
 

@@ -88,6 +88,7 @@ class ClusterSpec(StrictSpec):
     name: str = Field(min_length=1)
     gpu: str | dict[str, Any]
     gpus: int = Field(gt=0)
+    # default: the GPU's platform (catalog node_gpus: 4 for a GB200/GB300 compute tray), else 8
     gpus_per_node: int = Field(default=8, gt=0, le=72)
     scale_up: ScaleUpSpec = ScaleUpSpec()
     scale_out: ScaleOutSpec = ScaleOutSpec()
@@ -95,6 +96,18 @@ class ClusterSpec(StrictSpec):
     power: PowerSpec = PowerSpec()
     efficiency: EfficiencySpec | None = None  # from `wanka plan calibrate` (docs/plan.md "Calibrate")
     notes: list[str] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _platform_node(cls, data: Any) -> Any:
+        """gpus_per_node not stated: the GPU's platform node (catalog `node_gpus`), as scale_up.domain
+        defaults to the GPU's domain; 8 where the catalog has none or the GPU is unknown (that error is
+        reported on `gpu` by the Cluster)."""
+        if isinstance(data, dict) and "gpus_per_node" not in data:
+            node = platform(data.get("gpu"))[0]
+            if node is not None:
+                data = {**data, "gpus_per_node": node}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> "ClusterSpec":
@@ -104,6 +117,27 @@ class ClusterSpec(StrictSpec):
         if nodes % self.campuses.count:
             raise ValueError(f"campuses.count: expected a divisor of the node count ({nodes}), got {self.campuses.count}")
         return self
+
+
+def platform(gpu: Any) -> tuple[int | None, float | None]:
+    """(GPUs per node, scale-out Gb/s per GPU) of a GPU's usual platform: the catalog entry's
+    `node_gpus` / `scale_out_Gbps` for a name, the same keys of an inline GPU mapping; None for what
+    is not known (an unknown name included)."""
+    if isinstance(gpu, dict):
+        node, bw = gpu.get("node_gpus"), gpu.get("scale_out_Gbps")
+    elif isinstance(gpu, str):
+        from wanka.hardware.catalog import gpu as catalog_gpu
+
+        try:
+            entry = catalog_gpu(gpu)
+        except SpecError:
+            return None, None
+        node, bw = entry.node_gpus, entry.scale_out_Gbps
+    else:
+        return None, None
+    node = node if isinstance(node, int) and not isinstance(node, bool) and node > 0 else None
+    bw = bw if isinstance(bw, (int, float)) and not isinstance(bw, bool) and bw > 0 else None
+    return node, bw
 
 
 def parse_cluster_spec(data: dict[str, Any], source: str | None = None) -> ClusterSpec:

@@ -56,6 +56,11 @@ class GPU(StrictSpec):
     tdp_W: float | None = Field(default=None, gt=0)
     sms: int | None = Field(default=None, gt=0)  # streaming multiprocessors (null: not published here)
     scale_up: ScaleUp = ScaleUp()
+    # the part's usual platform (its vendor's reference server or compute tray): GPUs per node and the
+    # scale-out NIC bandwidth per GPU; null where no server document was found. A cluster spec that
+    # states neither takes these (wanka.cluster.spec / model), as scale_up.domain
+    node_gpus: int | None = Field(default=None, gt=0, le=72)
+    scale_out_Gbps: float | None = Field(default=None, gt=0)
     sources: dict[str, str] = {}
     efficiency_scale: EfficiencyScale = EfficiencyScale()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from wanka.cluster.model import Cluster
-from wanka.cluster.spec import parse_cluster_spec
+from wanka.cluster.spec import parse_cluster_spec, platform
 from wanka.errors import SpecError
 from wanka.plan.row_text import catalog_part, count, row_gpus, section
 
@@ -26,7 +26,10 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     part = hw.get("part") if isinstance(hw.get("part"), dict) else None
     gpu = part["name"] if part else catalog_part(hw.get("gpu"), hw.get("hbm_gb"), assumed)
     gpus = row_gpus(row, assumed)
-    per_node = 4 if gpu in ("gb200", "gb300") else 8  # a GB200/GB300 compute tray holds 4 GPUs (NVL72: 18 trays)
+    # the part's platform (catalog node_gpus / scale_out_Gbps: a GB200/GB300 compute tray holds 4 GPUs,
+    # DGX A100 one 200 Gb/s HCA per GPU, Blackwell Ultra 800 Gb/s); 8 GPUs and 400 Gb/s where it has none
+    node, platform_Gbps = platform(part or gpu)
+    per_node = node or 8
     domain = count(hw, "nvlink_domain_size", "hardware")
     if domain is None:  # the part's usual scale-up domain from the catalogue (GB200 NVL72: 72, HGX: 8)
         from wanka.hardware.catalog import gpu as catalogue_gpu
@@ -46,13 +49,10 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
         bw = network_Gbps_per_gpu(hw.get("network"), hw.get("nics_per_node"), per_node)
         if bw is not None and assumed is not None:
             assumed.append(f"{bw:g} Gb/s per GPU scale-out from hardware.network")
-    if bw is None:  # the part's generation of NIC: DGX/HGX A100 one 200 Gb/s HDR HCA per GPU, H100 on 400 Gb/s NDR
-        # (NVIDIA DGX A100 / DGX H100 user guides: 8 compute HCAs; the A800's HGX boards taken as the A100's);
-        # Blackwell Ultra one 800 Gb/s ConnectX-8 per GPU
-        # (HGX B300 table: 1.6 TB/s networking per 8 GPUs, both directions; GB300 NVL72: 72 ConnectX-8 SuperNICs)
-        bw = 200 if gpu.startswith(("a100", "a800")) else 800 if gpu in ("b300", "gb300") else 400
+    if bw is None:  # the part's platform NIC (catalog scale_out_Gbps, sourced there), else 400 Gb/s
+        bw = platform_Gbps or 400
         if assumed is not None:
-            assumed.append(f"{bw} Gb/s per GPU scale-out")
+            assumed.append(f"{bw:g} Gb/s per GPU scale-out")
     spec = {"name": str(row.get("id", "run")), "gpu": part or gpu, "gpus": gpus, "gpus_per_node": min(per_node, domain),
             "scale_up": {"domain": domain}, "scale_out": {"bandwidth_Gbps": bw, "topology": "fat-tree"}}
     try:
