@@ -33,6 +33,8 @@ def _sampled_distinct(top_k, experts, units, groups, group_topk, tokens=20000, s
     (8, 256, 32, 8, 4),   # units = EP ranks: a group spans 4 ranks
     (8, 128, 2, 1, 1),    # Qwen3-30B-A3B, EP 16: no node limit
     (4, 32, 4, 1, 1),
+    (8, 64, 8, 1, 1),     # the HybridEP benchmark (README_Hybrid-EP.md): 8 ranks x 8 local experts, top-8
+    (8, 256, 32, 1, 1),   # ... and its 32 ranks
 ])
 def test_closed_form_matches_a_sampled_router(top_k, experts, units, groups, group_topk):
     got = expected_distinct_units(top_k, experts, units, groups, group_topk)

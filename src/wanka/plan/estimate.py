@@ -21,11 +21,12 @@ from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan import bf16_optimizer as ds_bf16
 from wanka.plan import efficiency as E
-from wanka.plan.a2a_overlap import dispatcher_sm_share, overlap_refusal, overlapped_ep_s, unpaired_share
+from wanka.plan.a2a_overlap import (DEEPEP_DEFAULT_SMS, dispatcher_sm_share, overlap_refusal, overlapped_ep_s,
+                                    unpaired_share)
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
 from wanka.plan.interleaved import chunk_p2p_exposed_s, fill_flush_p2p_s
-from wanka.plan.hier_dispatch import hierarchical_ep_layer_comm_s
+from wanka.plan.hier_dispatch import flex_ep_layer_comm_s
 from wanka.plan.exposure import (Options, cp_layer_exposed_s, dp_comm, ep_layer_comm_s, pp_p2p_s, tp_exposed_gemm_bound,
                                  tp_layer_comm_s)
 from wanka.plan.uncertainty import mechanism_class
@@ -126,10 +127,11 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     # (DeepSeek-V3 s.3.2.1): not exposed; the all-gather dispatcher has no all-to-all
     no_a2a = dualpipe or opts.moe_dispatcher == "allgather"
     ep_s = 0.0 if no_a2a else ep_layer_comm_s(cluster, lay, dispatch * imbalance, opts)
-    if not no_a2a and opts.moe_flex_backend and lay.ep > 1:  # DeepEP/HybridEP across nodes (plan/hier_dispatch.py)
-        hier = hierarchical_ep_layer_comm_s(cluster, lay, tokens_mb / (lay.tp if sp else 1), model.hidden,
-                                            elem, model.moe, imbalance, opts.moe_router_groups, opts.algorithm)
-        ep_s = ep_s if hier is None else hier * (1 - opts.ep_overlap)
+    if not no_a2a and opts.moe_flex_backend and lay.ep > 1:  # DeepEP/HybridEP (plan/hier_dispatch.py)
+        sms = opts.moe_dispatcher_sms if opts.moe_dispatcher_sms is not None else DEEPEP_DEFAULT_SMS
+        flex = flex_ep_layer_comm_s(cluster, lay, tokens_mb / (lay.tp if sp else 1), model.hidden, elem, model.moe,
+                                    imbalance, opts.moe_router_groups, opts.algorithm, opts.moe_flex_backend, sms)
+        ep_s = ep_s if flex is None else flex * (1 - opts.ep_overlap)
 
     slow = 1.0 / (1.0 - opts.comm_sm_fraction)  # SMs lent to communication kernels
 

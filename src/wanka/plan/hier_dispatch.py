@@ -125,3 +125,20 @@ def hierarchical_ep_layer_comm_s(cluster, lay, tokens: float, hidden: int, elem:
         fwd = token_bytes * ranks_hit  # copies per rank, spread over the node's peers
         nvl_s = _ct(cluster, "all_to_all", fwd, per_node, stride, algorithm)
     return 2 * max(net_s, nvl_s)
+
+
+def flex_ep_layer_comm_s(cluster, lay, tokens: float, hidden: int, elem: float, moe, imbalance: float,
+                         router_groups: tuple[int, int] | None, algorithm: str, backend: str,
+                         sms: int) -> float | None:
+    """Dispatch + combine of one MoE layer forward through the flex dispatcher's `backend`: its
+    two-leg path when the EP group spans scale-up domains (hierarchical_ep_layer_comm_s), its NVLink
+    kernels at their published rates inside one (plan/flex_intranode.py); None where neither applies
+    (then the flat all-to-all's pricing holds)."""
+    from wanka.plan.flex_intranode import intra_domain_flex_comm_s
+
+    hier = hierarchical_ep_layer_comm_s(cluster, lay, tokens, hidden, elem, moe, imbalance, router_groups, algorithm)
+    if hier is not None:
+        return hier
+    g, m = router_groups or (1, 1)
+    distinct = expected_distinct_units(moe.top_k, moe.experts, lay.ep, g, m)
+    return intra_domain_flex_comm_s(cluster.gpu.name, backend, lay.ep, sms, tokens, hidden, elem, distinct, imbalance)
