@@ -2,7 +2,6 @@
 reproduces its published rates, the table is read between and beyond its points as documented, and the
 estimator uses it for flex layouts that stay inside a domain and only for those."""
 
-import dataclasses
 
 import pytest
 
