@@ -94,3 +94,27 @@ def test_moe_overlap_flags_reach_the_options():
     opts = _options(args)
     assert (opts.moe_flex_backend, opts.moe_a2a_overlap, opts.moe_delay_wgrad) == ("hybridep", True, True)
     assert not _options(p.parse_args([])).moe_a2a_overlap
+
+
+def test_moe_dispatcher_sms_flag(run_cli):
+    import argparse
+
+    from wanka.plan.cli import _framework_flags, _options
+
+    p = argparse.ArgumentParser()
+    _framework_flags(p)
+    p.add_argument("--recompute-modules")
+    p.add_argument("--pipeline", default="1f1b")
+    opts = _options(p.parse_args(["--moe-flex-dispatcher-backend", "hybridep", "--moe-dispatcher-sms", "16"]))
+    assert (opts.moe_flex_backend, opts.moe_dispatcher_sms) == ("hybridep", 16)
+    assert _options(p.parse_args([])).moe_dispatcher_sms is None
+    # NCCL's all-to-all has no such knob; an SM count must be a positive whole number
+    err = _err(["plan", "--model", "deepseek-v3", "--moe-dispatcher-sms", "16"], run_cli)
+    assert err.startswith("wanka: error: --moe-dispatcher-sms") and "--moe-flex-dispatcher-backend" in err
+    for bad in ("0", "abc"):
+        err = _err(["plan", "--model", "deepseek-v3", "--moe-flex-dispatcher-backend", "deepep", "--moe-dispatcher-sms",
+                    bad], run_cli)
+        assert "--moe-dispatcher-sms" in err and "expected a positive integer" in err
+    err = _err(["plan", "--model", "deepseek-v3", "--moe-flex-dispatcher-backend", "deepep", "--moe-dispatcher-sms",
+                "4096"], run_cli)
+    assert err.startswith("wanka: error: --moe-dispatcher-sms") and "1-1024" in err

@@ -148,6 +148,10 @@ def _framework_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--moe-flex-dispatcher-backend", choices=("deepep", "hybridep"), default=None,
                    help="Megatron-Core's flex dispatcher backend: tokens sent once per node across the network, then "
                    "over NVLink (docs/plan.md 'MoE, hierarchical dispatch')")
+    g.add_argument("--moe-dispatcher-sms", type=_positive("--moe-dispatcher-sms"), default=None, metavar="N",
+                   help="SMs the flex backend's dispatch/combine kernels run on (Megatron-Core --moe-deepep-num-sms / "
+                   "--moe-hybridep-num-sms; default DeepEP's 20): sets their rate inside an NVLink domain and the SMs "
+                   "the EP overlap leaves to compute (docs/plan.md 'MoE, DeepEP / HybridEP inside one NVLink domain')")
     g.add_argument("--overlap-moe-expert-parallel-comm", action="store_true",
                    help="Megatron-Core's EP all-to-all overlap: one micro-batch's forward beside another's backward, "
                    "layer by layer on two streams (docs/plan.md 'MoE, all-to-all overlap across micro-batches')")
@@ -182,6 +186,13 @@ def _options(args, layout: Layout | None = None) -> Options:
         kw["moe_grouped_gemm"] = False
     if args.moe_flex_dispatcher_backend:
         kw["moe_flex_backend"] = args.moe_flex_dispatcher_backend
+    if args.moe_dispatcher_sms is not None:
+        if not args.moe_flex_dispatcher_backend:
+            raise SpecError("--moe-dispatcher-sms", "only with --moe-flex-dispatcher-backend (NCCL's all-to-all sets "
+                            "its own CTAs)", args.moe_dispatcher_sms)
+        if args.moe_dispatcher_sms > 1024:
+            raise SpecError("--moe-dispatcher-sms", "a whole number of SMs, 1-1024", args.moe_dispatcher_sms)
+        kw["moe_dispatcher_sms"] = args.moe_dispatcher_sms
     if args.delay_wgrad_compute and not args.overlap_moe_expert_parallel_comm:
         raise SpecError("--delay-wgrad-compute", "only with --overlap-moe-expert-parallel-comm (Megatron-Core's rule)", True)
     if args.overlap_moe_expert_parallel_comm:
