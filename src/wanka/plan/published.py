@@ -300,6 +300,12 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
     if flag(p.get("moe_a2a_overlap"), "parallelism.moe_a2a_overlap"):  # plan/a2a_overlap.py
         kw["moe_a2a_overlap"] = True
         kw["moe_delay_wgrad"] = bool(flag(p.get("delay_wgrad_compute"), "parallelism.delay_wgrad_compute"))
+    if flag(p.get("moe_shared_expert_overlap"), "parallelism.moe_shared_expert_overlap"):  # plan/moe_cost.py
+        kw["moe_shared_expert_overlap"] = True  # the shared experts beside the dispatch/combine all-to-alls
+    if flag(p.get("overlap_grad_reduce"), "parallelism.overlap_grad_reduce") is False:  # the run turned it off:
+        # the gradient reduce-scatter after the backward; the parameter all-gather keeps its own setting
+        gather = opts.param_gather_overlap if opts.param_gather_overlap is not None else opts.dp_overlap
+        kw.update(dp_overlap=False, param_gather_overlap=gather)
     if (sms := count(p, "moe_dispatcher_sms", "parallelism", minimum=0)) is not None:
         kw["moe_dispatcher_sms"] = sms  # the run's moe_{hybridep,deepep}_num_sms
     if isinstance(p.get("pp_layout"), str) and p["pp_layout"]:  # Megatron-Core layout (plan/pp_layout.py)
