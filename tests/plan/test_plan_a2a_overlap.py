@@ -92,7 +92,9 @@ STATED = [r for r in ROWS if r["parallelism"].get("moe_a2a_overlap")]
 
 
 def test_rows_that_state_the_switch_reach_the_planner():
-    assert len(STATED) == 23  # 19 presets of 25.11-26.06 (26.04.01 at v0.4.2), the four 26.08 MoE rows (v0.6.0)
+    # 19 presets of 25.11-26.06 (26.04.01 at v0.4.2), the four 26.08 MoE rows (v0.6.0), DeepSeek-V3 H100 25.09
+    # (run_script.py@v0.1.0rc3 A2A_1F1B)
+    assert len(STATED) == 24
     for row in STATED:
         lay, _ = row_layout(row)
         opts = framework_options(row, lay)
@@ -179,3 +181,24 @@ def test_a_runs_file_with_a_bad_dispatcher_sm_count_is_refused_naming_the_field(
     bad = {**row, "parallelism": {**row["parallelism"], "moe_dispatcher_sms": "many"}}
     c = check_row(bad)
     assert c.predicted is None and "parallelism.moe_dispatcher_sms" in c.skipped
+
+
+def test_row_switches_for_grad_reduce_and_shared_expert_overlap():
+    """parallelism.overlap_grad_reduce: false turns the gradient reduce-scatter's overlap off and leaves the
+    parameter all-gather's as it was; parallelism.moe_shared_expert_overlap: true reaches Options; text that
+    is neither true nor false is refused naming the field."""
+    row = next(r for r in ROWS if r["id"] == "nemo_deepseekv3_h100_1024gpu_fp8_25.09_dropless")
+    lay, _ = row_layout(row)
+    opts = framework_options(row, lay)
+    assert (opts.dp_overlap, opts.param_gather_overlap) == (False, True)
+    assert lay.etp == 1  # perf_matrix h100: etp 1
+    drop = [r for r in ROWS if "deepseekv3" in r["id"] and "25.09" in r["id"] and "tokendrop" in r["id"]]
+    assert len(drop) == 4
+    for r in drop:
+        rl, _ = row_layout(r)
+        o = framework_options(r, rl)
+        assert o.moe_shared_expert_overlap and not o.moe_a2a_overlap and o.dp_overlap, r["id"]
+    for field in ("overlap_grad_reduce", "moe_shared_expert_overlap"):
+        bad = {**row, "parallelism": {**row["parallelism"], field: "sometimes"}}
+        with pytest.raises(SpecError, match=f"parallelism.{field}"):
+            framework_options(bad, lay)
