@@ -24,8 +24,15 @@ class ScaleUpSpec(StrictSpec):
     latency_us: float = Field(default=1.0, ge=0)
 
 
+# what a spec gets when neither it nor its GPU's platform (catalog node_gpus / scale_out_Gbps) says more:
+# assumptions, docs/cluster.md
+DEFAULT_GPUS_PER_NODE = 8
+DEFAULT_SCALE_OUT_GBPS = 400
+
+
 class ScaleOutSpec(StrictSpec):
-    bandwidth_Gbps: float = Field(default=400, gt=0, description="per GPU (one NIC per GPU), all planes together")
+    bandwidth_Gbps: float = Field(default=DEFAULT_SCALE_OUT_GBPS, gt=0,
+                                  description="per GPU (one NIC per GPU), all planes together")
     nic: str | None = None
     topology: Topology = "rail-fat-tree"
     tiers: Literal[1, 2, 3] | None = None
@@ -89,7 +96,7 @@ class ClusterSpec(StrictSpec):
     gpu: str | dict[str, Any]
     gpus: int = Field(gt=0)
     # default: the GPU's platform (catalog node_gpus: 4 for a GB200/GB300 compute tray), else 8
-    gpus_per_node: int = Field(default=8, gt=0, le=72)
+    gpus_per_node: int = Field(default=DEFAULT_GPUS_PER_NODE, gt=0, le=72)
     scale_up: ScaleUpSpec = ScaleUpSpec()
     scale_out: ScaleOutSpec = ScaleOutSpec()
     campuses: CampusSpec = CampusSpec()

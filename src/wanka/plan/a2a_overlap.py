@@ -155,14 +155,19 @@ def overlapped_ep_s(lt, slow: float, tp_f: float, tp_b: float, cp_f: float, cp_b
 DEEPEP_DEFAULT_SMS = 20  # Megatron-Core TransformerConfig.moe_deepep_num_sms, "historical default 20" (@d98e8a64)
 
 
+def dispatcher_sms(opts) -> int:
+    """SMs the EP dispatch/combine kernels run on: Options.moe_dispatcher_sms, else DeepEP's default for the
+    flex backends (HybridEP "uses the default from DeepEP"), else 0 (NCCL's all-to-all: its CTAs are not
+    modelled)."""
+    if opts.moe_dispatcher_sms is not None:
+        return opts.moe_dispatcher_sms
+    return DEEPEP_DEFAULT_SMS if opts.moe_flex_backend else 0
+
+
 def dispatcher_sm_share(opts, gpu_sms: int | None) -> float:
-    """Fraction of the GPU's SMs the EP dispatch/combine kernels hold while they run: Options.moe_dispatcher_sms,
-    else DeepEP's default for the flex backends (HybridEP "uses the default from DeepEP"), else 0 (NCCL's
-    all-to-all: its CTAs are not modelled). 0 where the catalog gives no SM count."""
-    sms = opts.moe_dispatcher_sms
-    if sms is None:
-        sms = DEEPEP_DEFAULT_SMS if opts.moe_flex_backend else 0
-    return min(0.95, sms / gpu_sms) if gpu_sms else 0.0
+    """Fraction of the GPU's SMs the EP dispatch/combine kernels hold while they run (dispatcher_sms); 0 where
+    the catalog gives no SM count."""
+    return min(0.95, dispatcher_sms(opts) / gpu_sms) if gpu_sms else 0.0
 
 
 def overlap_refusal(lay) -> tuple[str, str] | None:

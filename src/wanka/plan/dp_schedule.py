@@ -60,7 +60,7 @@ def exposed_dp_s(dp, lay, fwd_s: float, bwd_s: float, opts) -> float:
 
 def _exposed_parts(dp, lay, fwd_s: float, bwd_s: float, opts) -> tuple[float, float]:
     """(exposed gradient reduction, exposed parameter gather) of one reduction each."""
-    param_overlap = opts.dp_overlap if opts.param_gather_overlap is None else opts.param_gather_overlap
+    param_overlap = opts.param_gather_overlapped
     per_chunk = opts.dp_sync_per_chunk and lay.vpp > 1 and lay.pp > 1 and dp.microbatch_rs_s == 0
     if per_chunk:  # interleaved schedule: one window per model chunk (wanka.plan.interleaved)
         param = chunk_param_exposed_s(dp.param_s, lay.vpp, lay.pp, fwd_s, dp.param_bucket_s,

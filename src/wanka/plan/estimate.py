@@ -21,7 +21,7 @@ from wanka.errors import SpecError
 from wanka.layout import Layout
 from wanka.plan import bf16_optimizer as ds_bf16
 from wanka.plan import efficiency as E
-from wanka.plan.a2a_overlap import (DEEPEP_DEFAULT_SMS, dispatcher_sm_share, overlap_refusal, overlapped_ep_s,
+from wanka.plan.a2a_overlap import (dispatcher_sm_share, dispatcher_sms, overlap_refusal, overlapped_ep_s,
                                     unpaired_share)
 from wanka.plan.compute import head_time, layer_time
 from wanka.plan.dp_schedule import exposed_dp_s, overlap_sm_cost_s
@@ -128,9 +128,9 @@ def estimate(model: ModelSpec, cluster: Cluster, layout: Layout, *, seq_len: int
     no_a2a = dualpipe or opts.moe_dispatcher == "allgather"
     ep_s = 0.0 if no_a2a else ep_layer_comm_s(cluster, lay, dispatch * imbalance, opts)
     if not no_a2a and opts.moe_flex_backend and lay.ep > 1:  # DeepEP/HybridEP (plan/hier_dispatch.py)
-        sms = opts.moe_dispatcher_sms if opts.moe_dispatcher_sms is not None else DEEPEP_DEFAULT_SMS
         flex = flex_ep_layer_comm_s(cluster, lay, tokens_mb / (lay.tp if sp else 1), model.hidden, elem, model.moe,
-                                    imbalance, opts.moe_router_groups, opts.algorithm, opts.moe_flex_backend, sms)
+                                    imbalance, opts.moe_router_groups, opts.algorithm, opts.moe_flex_backend,
+                                    dispatcher_sms(opts))
         ep_s = ep_s if flex is None else flex * (1 - opts.ep_overlap)
 
     slow = 1.0 / (1.0 - opts.comm_sm_fraction)  # SMs lent to communication kernels

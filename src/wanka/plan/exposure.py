@@ -200,6 +200,12 @@ class Options:
     # uncertainty class (wanka.plan.uncertainty), never a price
     profile: str | None = None
 
+    @property
+    def param_gather_overlapped(self) -> bool:
+        """Whether the parameter all-gather hides under the next forward: param_gather_overlap, or dp_overlap
+        where it is None."""
+        return self.dp_overlap if self.param_gather_overlap is None else self.param_gather_overlap
+
     def __post_init__(self) -> None:  # invalid Options fail on construction (wanka.plan.options_check)
         from wanka.plan.options_check import check_options
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 from math import comb
 
 from wanka.plan.exposure import _ct
+from wanka.plan.flex_intranode import intra_domain_flex_comm_s
 
 FLEX_BACKENDS = ("deepep", "hybridep")
 
@@ -134,8 +135,6 @@ def flex_ep_layer_comm_s(cluster, lay, tokens: float, hidden: int, elem: float, 
     two-leg path when the EP group spans scale-up domains (hierarchical_ep_layer_comm_s), its NVLink
     kernels at their published rates inside one (plan/flex_intranode.py); None where neither applies
     (then the flat all-to-all's pricing holds)."""
-    from wanka.plan.flex_intranode import intra_domain_flex_comm_s
-
     hier = hierarchical_ep_layer_comm_s(cluster, lay, tokens, hidden, elem, moe, imbalance, router_groups, algorithm)
     if hier is not None:
         return hier

@@ -304,8 +304,7 @@ def framework_options(row: dict, lay: Layout | None = None) -> Options:
         kw["moe_shared_expert_overlap"] = True  # the shared experts beside the dispatch/combine all-to-alls
     if flag(p.get("overlap_grad_reduce"), "parallelism.overlap_grad_reduce") is False:  # the run turned it off:
         # the gradient reduce-scatter after the backward; the parameter all-gather keeps its own setting
-        gather = opts.param_gather_overlap if opts.param_gather_overlap is not None else opts.dp_overlap
-        kw.update(dp_overlap=False, param_gather_overlap=gather)
+        kw.update(dp_overlap=False, param_gather_overlap=opts.param_gather_overlapped)
     if (sms := count(p, "moe_dispatcher_sms", "parallelism", minimum=0)) is not None:
         kw["moe_dispatcher_sms"] = sms  # the run's moe_{hybridep,deepep}_num_sms
     if isinstance(p.get("pp_layout"), str) and p["pp_layout"]:  # Megatron-Core layout (plan/pp_layout.py)

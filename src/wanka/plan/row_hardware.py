@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from wanka.cluster.model import Cluster
-from wanka.cluster.spec import parse_cluster_spec, platform
+from wanka.cluster.spec import DEFAULT_GPUS_PER_NODE, DEFAULT_SCALE_OUT_GBPS, parse_cluster_spec, platform
 from wanka.errors import SpecError
 from wanka.plan.row_text import catalog_part, count, row_gpus, section
 
@@ -29,7 +29,7 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
     # the part's platform (catalog node_gpus / scale_out_Gbps: a GB200/GB300 compute tray holds 4 GPUs,
     # DGX A100 one 200 Gb/s HCA per GPU, Blackwell Ultra 800 Gb/s); 8 GPUs and 400 Gb/s where it has none
     node, platform_Gbps = platform(part or gpu)
-    per_node = node or 8
+    per_node = node or DEFAULT_GPUS_PER_NODE
     domain = count(hw, "nvlink_domain_size", "hardware")
     if domain is None:  # the part's usual scale-up domain from the catalogue (GB200 NVL72: 72, HGX: 8)
         from wanka.hardware.catalog import gpu as catalogue_gpu
@@ -50,7 +50,7 @@ def row_cluster(row: dict, assumed: list[str] | None = None) -> Cluster:
         if bw is not None and assumed is not None:
             assumed.append(f"{bw:g} Gb/s per GPU scale-out from hardware.network")
     if bw is None:  # the part's platform NIC (catalog scale_out_Gbps, sourced there), else 400 Gb/s
-        bw = platform_Gbps or 400
+        bw = platform_Gbps or DEFAULT_SCALE_OUT_GBPS
         if assumed is not None:
             assumed.append(f"{bw:g} Gb/s per GPU scale-out")
     spec = {"name": str(row.get("id", "run")), "gpu": part or gpu, "gpus": gpus, "gpus_per_node": min(per_node, domain),
