@@ -98,12 +98,25 @@ def transfer_efficiency(operator_fraction: float, arch_ref: str = "hopper", prec
 # MI350X: no figure at all; same silicon as MI355X at 2.2 vs 2.4 GHz and 1,000 vs 1,400 W. It takes
 # MI355X's fractions (of its own, clock-scaled peak): its sustained clock under 1,000 W is not published,
 # so the power cap's extra loss (CDNA 3 above: 20% clock for 750 vs 1,000 W) is not priced.
+# --- AMD CDNA 2 (one MI250X GCD) -----------------------------------------------------------------------------
+# The MAMF table's MI250X row as first published, measured on one GCD (stas00/ml-engineering
+# compute/accelerator/README.md @37d41a743bf4, 'AMD MI250X | 147.0 | 191.5 | 76.7% | 1024x14080x19968 | ROCm-6.2 /
+# 1 GCD'; the correction to per-GCD was ml-engineering issue #76, whose reporter peaked at 127 on his system --
+# a spread the transfer does not carry). Later revisions of the table dropped the row; the figure is not replaced.
+# --- NVIDIA GH200 ------------------------------------------------------------------------------------------
+# Hopper silicon like the H100, but a module of up to 900 W (Grace CPU included) against the H100 SXM's 700 W:
+# the MAMF table @744d01e18b79 measures it at 828.6 BF16 (83.8% of 989) and 1535.0 FP8 (77.6% of 1979) against
+# the H100 SXM's 794.5 and 1402.6, both 'NVIDIA GH200 SXM ... 900W 141GiB HBM3e version'. So the GH200 takes
+# its own transferred constant from the Hopper one (its attention and every other rate stay Hopper's). The
+# 96 GB HBM3 part has no row of its own: it takes the 141 GB part's fractions (same GPU; a module configured
+# below 900 W would clock lower, which is not priced).
 OPERATOR_TFLOPS = {  # (part, precision kind) -> best-shape matmul TFLOPS, sources above
     ("gaudi2", "16bit"): 418.7, ("gaudi2", "fp8"): 826.5, ("gaudi3", "16bit"): 1243.0, ("gaudi3", "fp8"): 1289.5,
     ("mi300x", "16bit"): 708.0, ("mi300x", "fp8"): 1273.0, ("mi325x", "16bit"): 843.0, ("mi325x", "fp8"): 1519.0,
-    ("mi355x", "16bit"): 1565.0,
+    ("mi355x", "16bit"): 1565.0, ("mi250x-gcd", "16bit"): 147.0,
+    ("gh200-141gb", "16bit"): 828.6, ("gh200-141gb", "fp8"): 1535.0,
 }
-SAME_FRACTIONS_AS = {"mi350x": "mi355x"}
+SAME_FRACTIONS_AS = {"mi350x": "mi355x", "gh200": "gh200-141gb"}
 
 
 def _operator_fractions() -> dict[tuple[str, str], float]:
@@ -140,14 +153,23 @@ KERNEL_OVERHEAD_S = 3e-6
 KERNELS_PER_LAYER_FWD = 14
 
 
-# architecture() already maps a SAME_FRACTIONS_AS part to the part it borrows from, so the table's parts suffice
+# gemm_key() maps a SAME_FRACTIONS_AS part to the part it borrows from, so the table's parts suffice
 TRANSFERRED_PARTS = frozenset(part for part, _ in OPERATOR_TFLOPS)
 
 
 def transferred(g: GPU) -> bool:
     """Whether the part's GEMM constant is carried over by transfer_efficiency (an assumption: Gaudi,
-    AMD Instinct) rather than set from its own training-step runs."""
-    return architecture(g) in TRANSFERRED_PARTS
+    AMD Instinct, GH200) rather than set from its own training-step runs."""
+    return gemm_key(g) in TRANSFERRED_PARTS
+
+
+def gemm_key(g: GPU) -> str:
+    """The GEMM_EFFICIENCY key of a part: the part itself where it has its own best-shape matmul figure
+    (OPERATOR_TFLOPS, or the part SAME_FRACTIONS_AS names), else its architecture. A GH200 is
+    'hopper' for everything else (attention, FlashAttention-2) but its GEMMs run at its own measured rate."""
+    name = g.name.lower()
+    part = SAME_FRACTIONS_AS.get(name, name)
+    return part if (part, "16bit") in OPERATOR_TFLOPS else architecture(g)
 
 
 def calibrated(efficiency: float, scale: float) -> float:
@@ -183,9 +205,8 @@ def compute_dtype(g: GPU, precision: str) -> str:
 
 def gemm_peak_flops(g: GPU, precision: str) -> float:
     """Sustained FLOP/s of large GEMMs at this precision."""
-    arch = architecture(g)
     kind = "fp8" if precision == "fp8" else "16bit"
-    eff = GEMM_EFFICIENCY.get((arch, kind), GEMM_EFFICIENCY[("other", kind)])
+    eff = GEMM_EFFICIENCY.get((gemm_key(g), kind), GEMM_EFFICIENCY[("other", kind)])
     return g.peak(compute_dtype(g, precision)) * 1e12 * calibrated(eff, g.efficiency_scale.gemm)
 
 

@@ -176,11 +176,11 @@ _PARTS = [(r"\bgb300\b", "gb300"), (r"\bb300\b", "b300"), (r"\bgb200\b", "gb200"
           (r"\bh20\b", "h20"), (r"\bmi300x\b", "mi300x"), (r"\bmi325x\b", "mi325x"), (r"\bmi350x\b", "mi350x"),
           (r"\bmi355x\b", "mi355x"), (r"\bgaudi ?2\b", "gaudi2"), (r"\bgaudi ?3\b", "gaudi3"),
           (r"\ba100\b", "a100"), (r"\ba800\b", "a800"), (r"\bh100\b", "h100-sxm"),
-          (r"\b910c\b", "ascend-910c"), (r"\b910b\d?\b", "ascend-910b")]
+          (r"\b910c\b", "ascend-910c"), (r"\b910b\d?\b", "ascend-910b"), (r"\bgh200\b", "gh200"),
+          (r"\bmi250x\b", "mi250x-gcd")]
 # parts people train on that the catalogue does not hold: refused by name, never priced as a neighbour
-# (a PCIe or NVL card has another peak, memory and no 8-GPU NVSwitch domain; GH200 is H100 compute with
-# 96/144 GB)
-_NOT_IN_CATALOGUE = r"\b(?:pcie|nvl(?! ?\d)|gh200|v100|a10|a30|a40|l4|l40s?|mi250x?|mi210|gaudi(?! ?[23]\b)\d?|910|910a)\b"
+# (a PCIe or NVL card has another peak, memory and no 8-GPU NVSwitch domain; MI250 is not the MI250X)
+_NOT_IN_CATALOGUE = r"\b(?:pcie|nvl(?! ?\d)|v100|a10|a30|a40|l4|l40s?|mi250|mi210|gaudi(?! ?[23]\b)\d?|910|910a)\b"
 # TPUs are in the catalogue, but a slice is an ICI torus the cluster model does not express (docs/cluster.md):
 # validate refuses them by name too
 _NOT_PRICED = r"\btpu\b"
@@ -189,8 +189,9 @@ _FORM_FACTOR = r"\b(?:sxm\d?|hgx|dgx|hbm3|eos|selene|nvswitch)\b"
 
 def catalog_part(text, hbm_gb=None, assumed: list[str] | None = None) -> str:
     """The catalogue name of a row's `hardware.gpu` text. An A100 takes its memory size from the text
-    ('40GB', '40G') or from `hardware.hbm_gb`, else 80 GB (assumed). A part the catalogue lacks
-    (PCIe/NVL cards, GH200, V100, MI250X, Gaudi 1) and a TPU (not a switched cluster) are SpecErrors naming them."""
+    ('40GB', '40G') or from `hardware.hbm_gb`, else 80 GB (assumed); a GH200 likewise (96 GB HBM3 unless
+    the text or hbm_gb says 141/144 GB or HBM3e); an MI250X is priced per GCD. A part the catalogue lacks
+    (PCIe/NVL cards, V100, MI250, Gaudi 1) and a TPU (not a switched cluster) are SpecErrors naming them."""
     t = words(text)
     if re.search(_NOT_PRICED, t):
         raise SpecError("hardware.gpu", "a GPU or NPU in a switched cluster (TPU slices are ICI tori the cluster model "
@@ -199,8 +200,8 @@ def catalog_part(text, hbm_gb=None, assumed: list[str] | None = None) -> str:
     name = next((n for pat, n in _PARTS if re.search(pat, t)), None)
     if miss or name is None:
         what = f"not in the catalogue: {miss.group(0)!r}" if miss else "an accelerator in the hardware catalogue"
-        raise SpecError("hardware.gpu", f"one of gb300, b300, gb200, b200, h200, h800, h20, h100 (SXM), "
-                        f"a100 (SXM 40/80 GB), a800, mi300x, mi325x, mi350x, mi355x, gaudi2, gaudi3, "
+        raise SpecError("hardware.gpu", f"one of gb300, b300, gb200, b200, h200, h800, h20, h100 (SXM), gh200, "
+                        f"a100 (SXM 40/80 GB), a800, mi250x, mi300x, mi325x, mi350x, mi355x, gaudi2, gaudi3, "
                         f"ascend 910b/910c ({what})", text)
     if name == "a100":
         size = re.search(r"\b(40|80) ?g(?:b|ib)?\b", t)
@@ -208,6 +209,14 @@ def catalog_part(text, hbm_gb=None, assumed: list[str] | None = None) -> str:
         if stated is None and assumed is not None:
             assumed.append("A100 80GB (memory size not stated)")
         name = "a100-40gb" if stated == 40 else "a100-80gb"
+    if name == "gh200":  # 96 GB HBM3 or 141/144 GB HBM3e (hardware catalog)
+        size = re.search(r"\b(96|14[14]) ?g(?:b|ib)?\b|\bhbm3e\b", t)
+        stated = 141 if size and size.group(1) != "96" else 96 if size else {96: 96, 141: 141, 144: 141}.get(hbm_gb)
+        if stated is None and assumed is not None:
+            assumed.append("GH200 96 GB HBM3 (memory size not stated)")
+        name = "gh200-141gb" if stated == 141 else "gh200"
+    if name == "mi250x-gcd" and assumed is not None:
+        assumed.append("MI250X: one GCD counted as one GPU (8 per node, as Slurm and ROCm count them)")
     if name in ("a100-40gb", "a100-80gb", "a800", "h100-sxm") and not re.search(_FORM_FACTOR, t) \
             and assumed is not None:
         assumed.append(f"{name}: the SXM part (no form factor named)")
