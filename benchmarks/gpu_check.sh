@@ -2,7 +2,8 @@
 # One short check for a lent GPU (not runnable on the CPU-only dev machine).
 #   bash benchmarks/gpu_check.sh            # ~3-5 min on one H100/H200
 # 1. bf16 MFU of a 1B-class Llama (16 layers, hidden 2048, GQA 16/8 heads, seq 2048) on 1 GPU;
-# 2. the same with fp8 (torchao float8 training + torch.compile) when the GPU is Hopper or newer.
+# 2. the same with fp8 (torchao float8 training + torch.compile) when the GPU is Hopper or newer;
+# 3. host time per launched kernel (benchmarks/host_launch.py), kept as $OUT/host_launch.json.
 # MFU uses the catalog's dense bf16 peak (wanka.hardware) and the planner's FLOPs per token.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
@@ -60,4 +61,8 @@ if [ "$CC" -ge 9 ]; then
 else
   echo "fp8: skipped (compute capability $CC < 9)"
 fi
+# 3. host time per launched kernel of eager PyTorch on this GPU's host, per operator kind a dropless MoE
+#    layer issues (benchmarks/host_launch.py; docs/plan.md "MoE, host time per launch"): the figure the
+#    planner lacks to price eager, host-synchronised MoE layers. Kept as $OUT/host_launch.json.
+OUT="$OUT" $PY benchmarks/host_launch.py --calls 2000
 echo "runs under $OUT"
