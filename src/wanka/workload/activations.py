@@ -21,10 +21,17 @@ Finer selective recompute (`modules`, the names of Megatron-Core's --recompute-m
   mlp          the dense MLP is recomputed from its input (Megatron-Core --recompute-modules mlp;
                MaxText remat policies that save only the attention projections)
   alternate_matmuls  torchtitan's per-op selective checkpointing (parallelize_llama.py
-               `_save_list`, selective_ac_option "op"): every matmul output is saved except every
-               second one of a block (wk, wo, w3 in the order wq wk wv wo w1 w3 w2), which is
-               recomputed; the attention output is saved. Time and FLOPs only: its memory is
-               counted as plain selective recompute (an overestimate)
+               `_save_list` and `_custom_policy`, selective_ac_option "op", @9dec370ad26b and
+               @e7c0cae934df): inside a block only the outputs of the ops in `_save_list` are kept
+               (MUST_SAVE) -- aten.mm except every second one (wk, wo, w3 in the call order wq wk wv
+               wo w1 w3 w2 recomputed; wq, wv, w1, w2 kept), the SDPA kernels' output and
+               log-sum-exp, reduce-scatter outputs, and the float8 amax scalars -- and everything else
+               (norms, RoPE, SiLU, products, casts) is recomputed (PREFER_RECOMPUTE) from them and from
+               the block input the checkpoint wrapper keeps. Dense layers with fused attention; an MoE
+               or MLA layer keeps the plain selective count. Not counted: the reduce-scatter outputs
+               under TP (at most 4h/tp per token); w2's output, a row-parallel partial sum of the full
+               hidden width, is divided by tp under sequence parallelism like the norm inputs (an
+               undercount by (tp-1)/tp of 2h per token there)
   out_proj     the attention output projection is recomputed (MaxText's checkpoint name "out_proj":
                remat policies that do not list it, e.g. save_qkv_proj = save_only_these_names(
                "query_proj", "value_proj", "key_proj", "qkv_proj"), AI-Hypercomputer/maxtext
@@ -78,6 +85,8 @@ def layer_activations(m: ModelSpec, micro_batch: int, seq_len: int, moe_layer: b
     `fp8` caches FP8 GEMM inputs in 1 byte."""
     sb = float(seq_len * micro_batch)
     h = m.hidden
+    if "alternate_matmuls" in modules and not moe_layer and m.mla is None and attention != "unfused":
+        return _per_op_sac(m, sb)
     drop = 1.0 if uses_dropout(m) else 0.0
     g_in = 1 if fp8 else 2  # bytes of a cached GEMM input
     norm_out = 0 if "layernorm" in modules else g_in * h
@@ -107,6 +116,17 @@ def layer_activations(m: ModelSpec, micro_batch: int, seq_len: int, moe_layer: b
     else:  # FlashAttention keeps the output (counted above) and fp32 log-sum-exp per head
         split += 4 * m.heads
     return LayerActivations(replicated=repl * sb, tp_split=split * sb, scores=scores, layer_input=2 * h * sb)
+
+
+def _per_op_sac(m: ModelSpec, sb: float) -> LayerActivations:
+    """A dense block under torchtitan's per-op selective checkpointing (module docstring,
+    alternate_matmuls): 16-bit block input and outputs of wq, wv, w1 (the gate of a SwiGLU, the
+    up projection of a GELU MLP) and w2, the attention output and its fp32 log-sum-exp per head."""
+    h = m.hidden
+    d_qk, d_v = attention_dims(m)
+    wq, wv = 2 * m.heads * d_qk, 2 * m.kv_heads_ * d_v
+    split = wq + wv + 2 * m.heads * d_v + 4 * m.heads + 2 * m.ffn_hidden
+    return LayerActivations(replicated=(2 * h + 2 * h) * sb, tp_split=split * sb, scores=0.0, layer_input=2 * h * sb)
 
 
 def _mlp_items(m: ModelSpec, ffn: int, g_in: int = 2, recompute_act: bool = False, fp8: bool = False) -> float:
