@@ -109,3 +109,21 @@ def test_a_published_row_on_frontier_prices_per_gcd():
     c = row_cluster(row, assumed)
     assert (c.gpu.name, c.gpus, c.gpus_per_node) == ("mi250x-gcd", 1024, 8)
     assert c.scale_out.bandwidth_Gbps == 100
+
+
+def test_the_two_gcds_of_one_mi250x_talk_at_the_package_rate():
+    """OLCF's Frontier guide: 200 GB/s between the two GCDs of an MI250X, 50-100 between packages. A group of
+    GCDs 2k and 2k+1 (a TP-2 group at stride 1) gets the catalog's pair_GBps; the same size at another stride,
+    and every larger group, rides the 50 GB/s links."""
+    from wanka.comm import group_of_gpus
+
+    c = _cluster("mi250x-gcd", 16)
+    assert gpu("mi250x-gcd").scale_up.pair_GBps == 200
+    t = {(n, s): collective_time(c, "all_gather", 256e6, group_for_stride(c, n, s)) for n, s in ((2, 1), (2, 2), (4, 1))}
+    assert t[(2, 2)] / t[(2, 1)] == pytest.approx(200 / 50, rel=0.05)
+    assert t[(4, 1)] > t[(2, 2)]  # more data over the slow links, not the pair rate
+    assert group_of_gpus(c, [6, 7]).pair and not group_of_gpus(c, [7, 8]).pair
+    # a part without a package pair ignores the flag: H100 pairs and quads share one NVSwitch rate
+    h = _cluster("h100-sxm", 16)
+    pair, spread = (collective_time(h, "all_gather", 256e6, group_for_stride(h, 2, s)) for s in (1, 2))
+    assert pair == pytest.approx(spread)

@@ -87,16 +87,23 @@ def _scale_up_share(cluster: "Cluster", peers: int) -> float:
     return min(1.0, peers / max(1, gpu.scale_up.domain - 1))
 
 
-def _link_GBps(cluster: "Cluster", i: int, peers: int = 0) -> float:
+def _link_GBps(cluster: "Cluster", i: int, peers: int = 0, pair: bool = False) -> float:
     """Achieved per-GPU bandwidth of level i's links; at the scale-up level (i = 0) exchanging with `peers`
-    GPUs of the domain at once, only the share _scale_up_share gives (a mesh part's direct links)."""
+    GPUs of the domain at once, only the share _scale_up_share gives (a mesh part's direct links); `pair`:
+    the group is the two dies of one package, linked at the part's scale_up.pair_GBps where the catalog
+    states one (an MI250X's two GCDs: 200 GB/s against 50 between packages, OLCF Frontier user guide)."""
     bw = cluster.levels[i].bandwidth_GBps * _eff(cluster, i)
-    return bw * _scale_up_share(cluster, peers) if i == 0 else bw
+    if i != 0:
+        return bw
+    pair_GBps = getattr(getattr(getattr(cluster, "gpu", None), "scale_up", None), "pair_GBps", None)
+    if pair and pair_GBps:
+        return pair_GBps * _eff(cluster, 0)
+    return bw * _scale_up_share(cluster, peers)
 
 
 def _ring_busbw_GBps(cluster: "Cluster", g: Group) -> float:
     m = g.gpus_per_unit()
-    bw = _link_GBps(cluster, 0, g.fanout[0] - 1) if g.fanout[0] > 1 else math.inf
+    bw = _link_GBps(cluster, 0, g.fanout[0] - 1, g.pair) if g.fanout[0] > 1 else math.inf
     for i in range(1, len(g.fanout)):
         if g.fanout[i] > 1:  # some ring edges leave a level-(i-1) unit inside a level-i unit
             bw = min(bw, m[i - 1] * _link_GBps(cluster, i))
@@ -142,7 +149,7 @@ def _flat_ring_time_s(cluster, kind, nbytes, g, proto) -> float:
     top = g.top_level
     lat_mult, bus = _steps(kind, g.size)
     lat = K.BASE_LAT_US["ring"][proto] + lat_mult * (g.size - 1) * _level_lat_us(cluster, top, "ring", proto)
-    bw = _protocol_bw(_link_GBps(cluster, top, g.size - 1), g, proto)
+    bw = _protocol_bw(_link_GBps(cluster, top, g.size - 1, g.pair), g, proto)
     return lat * 1e-6 + bus * nbytes / (bw * 1e9)
 
 
@@ -153,7 +160,7 @@ def _hierarchical_time_s(cluster, kind, nbytes, g, proto) -> float:
     for i, f in enumerate(g.fanout):
         if f <= 1:
             continue
-        bw = _link_GBps(cluster, i, f - 1) * K.PROTOCOL_BW[proto]
+        bw = _link_GBps(cluster, i, f - 1, g.pair) * K.PROTOCOL_BW[proto]
         if proto == 0 and i >= 1:  # a network phase's ring spans f nodes: NCCL's multi-node LL cap
             bw = min(bw, _ll_cap_GBps(f))
         phase = (f - 1) * _level_lat_us(cluster, i, "ring", proto) * 1e-6 + (f - 1) / f * share / (bw * 1e9)
@@ -172,7 +179,7 @@ def _all_to_all_time_s(cluster, nbytes, g) -> float:
     m = g.gpus_per_unit()
     per_peer = nbytes / n
     bytes_at = [per_peer * (m[0] - 1)] + [per_peer * (m[i] - m[i - 1]) for i in range(1, len(m))]
-    t_bw = bytes_at[0] / (_link_GBps(cluster, 0, m[0] - 1) * 1e9)
+    t_bw = bytes_at[0] / (_link_GBps(cluster, 0, m[0] - 1, g.pair) * 1e9)
     for i in range(1, len(m)):
         through = sum(bytes_at[i:])  # everything that leaves a level-(i-1) unit crosses level i
         if through > 0:
@@ -188,7 +195,7 @@ def _send_recv_time_s(cluster, nbytes, g) -> float:
     top = g.top_level
     best = math.inf
     for proto in range(len(K.PROTOCOLS)):
-        bw = _link_GBps(cluster, top, 1) * K.PROTOCOL_BW[proto]  # one peer: one mesh link
+        bw = _link_GBps(cluster, top, 1, g.pair) * K.PROTOCOL_BW[proto]  # one peer: one mesh link
         lat = K.BASE_LAT_US["ring"][proto] + _level_lat_us(cluster, top, "ring", proto)
         best = min(best, lat * 1e-6 + nbytes / (bw * 1e9))
     return best

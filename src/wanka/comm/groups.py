@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 class Group:
     size: int  # ranks in the communicator
     fanout: tuple[int, ...]  # see the module docstring
+    # the two ranks are the two dies of one package (GPU ids 2k, 2k+1): a part's catalog
+    # scale_up.pair_GBps applies between them (an MI250X's GCD pair, wanka.comm.collectives)
+    pair: bool = False
 
     def units_used(self) -> tuple[int, ...]:
         """How many units of each level the group touches: n_i = product(fanout[i+1:])."""
@@ -89,7 +92,8 @@ def group_of_gpus(cluster: "Cluster", gpu_ids: Sequence[int]) -> Group:
     if ids.min() < 0 or ids.max() >= cluster.gpus:
         raise SpecError("gpu_ids", f"ids in 0..{cluster.gpus - 1}", int(ids.max() if ids.max() >= cluster.gpus else ids.min()))
     ids = np.unique(ids)
-    return Group(int(ids.size), _busiest_fanout(ids, _level_unit_ids(cluster, ids)))
+    pair = ids.size == 2 and int(ids[0]) // 2 == int(ids[1]) // 2
+    return Group(int(ids.size), _busiest_fanout(ids, _level_unit_ids(cluster, ids)), pair)
 
 
 @lru_cache(maxsize=4096)
@@ -107,4 +111,4 @@ def group_for_stride(cluster: "Cluster", size: int, stride: int) -> Group:
     if (size - 1) * stride >= cluster.gpus:
         raise SpecError("group", f"(size-1)*stride < GPUs ({cluster.gpus})", (size, stride))
     spans = tuple(level.span_gpus for level in cluster.levels)
-    return Group(size, _stride_fanout(spans, size, stride))
+    return Group(size, _stride_fanout(spans, size, stride), size == 2 and stride == 1)  # GPUs 0 and 1: one package

@@ -33,6 +33,9 @@ class ScaleUp(StrictSpec):
     domain: int = Field(default=8, gt=0)
     mesh: bool = Field(default=False, description="no switch: each GPU has its own links to every other GPU of the "
                                                   "domain, bandwidth_GBps split evenly over the domain - 1 peers")
+    pair_GBps: float | None = Field(default=None, gt=0,
+                                    description="per GPU per direction between the two dies of one package (GPUs 2k "
+                                                "and 2k+1: an MI250X's GCDs), where it exceeds bandwidth_GBps")
 
 
 class EfficiencyScale(StrictSpec):
