@@ -33,8 +33,9 @@ import torch.nn.functional as F
 LAUNCH_EVENTS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx")
 
 
-def _ops(dev: torch.device, experts: int) -> dict:
-    """Each operator kind as a zero-argument callable on tensors made once (bf16 on CUDA, fp32 on CPU)."""
+def _ops(dev: torch.device, experts: int) -> tuple[dict, str]:
+    """Each operator kind as a zero-argument callable on tensors made once (bf16 on CUDA, fp32 on CPU), and
+    what runs the grouped GEMM."""
     dt = torch.bfloat16 if dev.type == "cuda" else torch.float32
     g = torch.Generator(device="cpu").manual_seed(0)
 
@@ -51,8 +52,7 @@ def _ops(dev: torch.device, experts: int) -> dict:
     grouped = getattr(torch, "_grouped_mm", None) if dev.type == "cuda" else None
     if grouped is not None:
         try:  # needs a Hopper-or-newer GPU and bf16; else the per-expert loop below
-            grouped(x, rand(experts, hidden, ffn), offs=torch.arange(tokens // experts, tokens + 1, tokens // experts,
-                                                                      device=dev, dtype=torch.int32))
+            grouped(x, w_exp, offs=offs)
         except (RuntimeError, TypeError, ValueError):
             grouped = None
     mlp = [rand(hidden, 2 * ffn, grad=True), rand(ffn, hidden, grad=True)]

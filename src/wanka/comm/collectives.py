@@ -95,9 +95,9 @@ def _link_GBps(cluster: "Cluster", i: int, peers: int = 0, pair: bool = False) -
     bw = cluster.levels[i].bandwidth_GBps * _eff(cluster, i)
     if i != 0:
         return bw
-    pair_GBps = getattr(getattr(getattr(cluster, "gpu", None), "scale_up", None), "pair_GBps", None)
-    if pair and pair_GBps:
-        return pair_GBps * _eff(cluster, 0)
+    gpu = getattr(cluster, "gpu", None)
+    if pair and gpu is not None and gpu.scale_up.pair_GBps:
+        return gpu.scale_up.pair_GBps * _eff(cluster, 0)
     return bw * _scale_up_share(cluster, peers)
 
 

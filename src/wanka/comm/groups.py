@@ -92,8 +92,13 @@ def group_of_gpus(cluster: "Cluster", gpu_ids: Sequence[int]) -> Group:
     if ids.min() < 0 or ids.max() >= cluster.gpus:
         raise SpecError("gpu_ids", f"ids in 0..{cluster.gpus - 1}", int(ids.max() if ids.max() >= cluster.gpus else ids.min()))
     ids = np.unique(ids)
-    pair = ids.size == 2 and int(ids[0]) // 2 == int(ids[1]) // 2
+    pair = ids.size == 2 and _package_pair(int(ids[0]), int(ids[1]))
     return Group(int(ids.size), _busiest_fanout(ids, _level_unit_ids(cluster, ids)), pair)
+
+
+def _package_pair(a: int, b: int) -> bool:
+    """GPUs a and b are the two dies of one package: ids 2k and 2k+1 (Group.pair)."""
+    return a != b and a // 2 == b // 2
 
 
 @lru_cache(maxsize=4096)
@@ -111,4 +116,4 @@ def group_for_stride(cluster: "Cluster", size: int, stride: int) -> Group:
     if (size - 1) * stride >= cluster.gpus:
         raise SpecError("group", f"(size-1)*stride < GPUs ({cluster.gpus})", (size, stride))
     spans = tuple(level.span_gpus for level in cluster.levels)
-    return Group(size, _stride_fanout(spans, size, stride), size == 2 and stride == 1)  # GPUs 0 and 1: one package
+    return Group(size, _stride_fanout(spans, size, stride), size == 2 and _package_pair(0, stride))

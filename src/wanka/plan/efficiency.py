@@ -163,13 +163,19 @@ def transferred(g: GPU) -> bool:
     return gemm_key(g) in TRANSFERRED_PARTS
 
 
-def gemm_key(g: GPU) -> str:
-    """The GEMM_EFFICIENCY key of a part: the part itself where it has its own best-shape matmul figure
-    (OPERATOR_TFLOPS, or the part SAME_FRACTIONS_AS names), else its architecture. A GH200 is
-    'hopper' for everything else (attention, FlashAttention-2) but its GEMMs run at its own measured rate."""
+def _operator_part(g: GPU) -> str | None:
+    """The part whose best-shape matmul figures `g` is priced from (OPERATOR_TFLOPS: its own, or the part
+    SAME_FRACTIONS_AS names), or None."""
     name = g.name.lower()
     part = SAME_FRACTIONS_AS.get(name, name)
-    return part if (part, "16bit") in OPERATOR_TFLOPS else architecture(g)
+    return part if (part, "16bit") in OPERATOR_TFLOPS else None
+
+
+def gemm_key(g: GPU) -> str:
+    """The GEMM_EFFICIENCY key of a part: its operator part where it has one, else its architecture. A
+    GH200 is 'hopper' for everything else (attention, FlashAttention-2) but its GEMMs run at its own
+    measured rate."""
+    return _operator_part(g) or architecture(g)
 
 
 def calibrated(efficiency: float, scale: float) -> float:
@@ -189,9 +195,7 @@ def architecture(g: GPU) -> str:
         return "blackwell"
     if name.startswith(("gaudi2", "gaudi3")):
         return name[:6]
-    if name in SAME_FRACTIONS_AS or (name, "16bit") in OPERATOR_TFLOPS:
-        return SAME_FRACTIONS_AS.get(name, name)
-    return "other"
+    return _operator_part(g) or "other"
 
 
 def compute_dtype(g: GPU, precision: str) -> str:

@@ -187,6 +187,33 @@ _NOT_PRICED = r"\btpu\b"
 _FORM_FACTOR = r"\b(?:sxm\d?|hgx|dgx|hbm3|eos|selene|nvswitch)\b"
 
 
+# parts sold with more than one memory size: (the text's size, a match without a number meaning the GB
+# after it, catalogue names by GB, the GB assumed when neither the text nor hardware.hbm_gb states one, the
+# note saying so); the GH200 comes as 96 GB HBM3 or 141/144 GB HBM3e (hardware catalog)
+_MEMORY_VARIANTS = {
+    "a100": (r"\b(40|80) ?g(?:b|ib)?\b", None, {40: "a100-40gb", 80: "a100-80gb"}, 80,
+             "A100 80GB (memory size not stated)"),
+    "gh200": (r"\b(96|14[14]) ?g(?:b|ib)?\b|\bhbm3e\b", 141, {96: "gh200", 141: "gh200-141gb", 144: "gh200-141gb"}, 96,
+              "GH200 96 GB HBM3 (memory size not stated)"),
+}
+
+
+def _memory_variant(part: str, t: str, hbm_gb, assumed: list[str] | None) -> str:
+    """The catalogue name of a `_MEMORY_VARIANTS` part: the size the text states, else hardware.hbm_gb,
+    else the assumed one (noted in `assumed`)."""
+    pattern, unnumbered, names, default, note = _MEMORY_VARIANTS[part]
+    found = re.search(pattern, t)
+    if found:
+        stated = int(found.group(1)) if found.group(1) else unnumbered
+    else:
+        stated = hbm_gb if isinstance(hbm_gb, (int, float)) and hbm_gb in names else None
+    if stated is None:
+        if assumed is not None:
+            assumed.append(note)
+        stated = default
+    return names[stated]
+
+
 def catalog_part(text, hbm_gb=None, assumed: list[str] | None = None) -> str:
     """The catalogue name of a row's `hardware.gpu` text. An A100 takes its memory size from the text
     ('40GB', '40G') or from `hardware.hbm_gb`, else 80 GB (assumed); a GH200 likewise (96 GB HBM3 unless
@@ -203,18 +230,8 @@ def catalog_part(text, hbm_gb=None, assumed: list[str] | None = None) -> str:
         raise SpecError("hardware.gpu", f"one of gb300, b300, gb200, b200, h200, h800, h20, h100 (SXM), gh200, "
                         f"a100 (SXM 40/80 GB), a800, mi250x, mi300x, mi325x, mi350x, mi355x, gaudi2, gaudi3, "
                         f"ascend 910b/910c ({what})", text)
-    if name == "a100":
-        size = re.search(r"\b(40|80) ?g(?:b|ib)?\b", t)
-        stated = int(size.group(1)) if size else hbm_gb if hbm_gb in (40, 80) else None
-        if stated is None and assumed is not None:
-            assumed.append("A100 80GB (memory size not stated)")
-        name = "a100-40gb" if stated == 40 else "a100-80gb"
-    if name == "gh200":  # 96 GB HBM3 or 141/144 GB HBM3e (hardware catalog)
-        size = re.search(r"\b(96|14[14]) ?g(?:b|ib)?\b|\bhbm3e\b", t)
-        stated = 141 if size and size.group(1) != "96" else 96 if size else {96: 96, 141: 141, 144: 141}.get(hbm_gb)
-        if stated is None and assumed is not None:
-            assumed.append("GH200 96 GB HBM3 (memory size not stated)")
-        name = "gh200-141gb" if stated == 141 else "gh200"
+    if name in _MEMORY_VARIANTS:
+        name = _memory_variant(name, t, hbm_gb, assumed)
     if name == "mi250x-gcd" and assumed is not None:
         assumed.append("MI250X: one GCD counted as one GPU (8 per node, as Slurm and ROCm count them)")
     if name in ("a100-40gb", "a100-80gb", "a800", "h100-sxm") and not re.search(_FORM_FACTOR, t) \
