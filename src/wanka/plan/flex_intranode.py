@@ -24,7 +24,8 @@ the table's rates for the GPU, backend, rank count and SM count. Assumptions, st
 interpolated linearly in ranks and in SMs between measured points and held at the nearest measured
 point outside them (GB200 HybridEP beyond 36 ranks takes 36's; DeepEP beyond 24, 24's); the figures
 for the benchmark's shape (hidden 7,168, 4,096 tokens) stand for every shape; a part without figures
-(Hopper inside a node, B300/GB300, non-NVIDIA) keeps the flat all-to-all's pricing.
+(Hopper inside a node, B300/GB300, non-NVIDIA) has these bytes priced at the flat all-to-all's rate
+(hier_dispatch.flex_ep_layer_comm_s).
 """
 
 from __future__ import annotations

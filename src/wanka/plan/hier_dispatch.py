@@ -134,10 +134,23 @@ def flex_ep_layer_comm_s(cluster, lay, tokens: float, hidden: int, elem: float, 
     """Dispatch + combine of one MoE layer forward through the flex dispatcher's `backend`: its
     two-leg path when the EP group spans scale-up domains (hierarchical_ep_layer_comm_s), its NVLink
     kernels at their published rates inside one (plan/flex_intranode.py); None where neither applies
-    (then the flat all-to-all's pricing holds)."""
+    (then the flat all-to-all's pricing holds).
+
+    Inside one domain on a part without published rates (Hopper, B300/GB300, non-NVIDIA) the kernels'
+    bytes still are what they are: one copy per token and destination rank, dispatched at `elem`
+    bytes and combined in BF16 (flex_intranode's byte count, the hierarchical path's NVLink leg), so
+    those bytes are priced at the flat all-to-all's rate over the domain's links -- not top_k copies.
+    Checked against Megatron-LM's H100 MoE-layer baselines (docs/plan.md "MoE layer, published
+    H100 baselines")."""
     hier = hierarchical_ep_layer_comm_s(cluster, lay, tokens, hidden, elem, moe, imbalance, router_groups, algorithm)
     if hier is not None:
         return hier
     g, m = router_groups or (1, 1)
     distinct = expected_distinct_units(moe.top_k, moe.experts, lay.ep, g, m)
-    return intra_domain_flex_comm_s(cluster.gpu.name, backend, lay.ep, sms, tokens, hidden, elem, distinct, imbalance)
+    rated = intra_domain_flex_comm_s(cluster.gpu.name, backend, lay.ep, sms, tokens, hidden, elem, distinct, imbalance)
+    if rated is not None or lay.ep <= 1:
+        return rated
+    size, stride = lay.group("ep")
+    copies = tokens * distinct * imbalance * hidden  # elements a rank sends (and gets back)
+    return (_ct(cluster, "all_to_all", copies * elem, size, stride, algorithm)
+            + _ct(cluster, "all_to_all", copies * 2.0, size, stride, algorithm))
