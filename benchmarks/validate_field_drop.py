@@ -6,7 +6,7 @@ skipped, and the median / max change of |error| (points of relative error).
     .venv/bin/python benchmarks/validate_field_drop.py
 """
 
-import copy, statistics, sys
+import copy, statistics
 from wanka.plan.published import built_in_runs, load_rows
 from wanka.plan.row_check import check_row
 fields = [("parallelism", k) for k in ("sequence_parallel", "virtual_pipeline_chunks_per_rank", "micro_batch_size", "zero_or_fsdp", "comm_overlap", "recompute", "precision", "pipeline_schedule", "cp", "ep")] + [("hardware", "inter_node_bw_per_gpu_Gbps"), ("hardware", "nvlink_domain_size"), ("architecture", "kv_heads"), ("architecture", "ffn_hidden_size")]

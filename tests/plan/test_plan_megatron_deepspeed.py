@@ -182,7 +182,7 @@ def test_glm_130b_rows_are_thudms_logged_speed_tests_on_40gb_a100s():
     glm = [r for r in load_rows("megatron_deepspeed") if r["id"].startswith("glm")]
     assert [r["parallelism"]["global_batch_size_seqs"] for r in glm] == [4224, 6144]
     for r in glm:
-        m, c, (lay, _) = row_model(r), row_cluster(r), row_layout(r)
+        _, c, (lay, _) = row_model(r), row_cluster(r), row_layout(r)
         assert c.gpu.name == "a100-40gb" and c.gpus == 768 and (lay.tp, lay.pp) == (4, 8)
         check = check_row(r)
         assert check.fits and check.memory_GiB < 40  # ZeRO-1 (the unsharded Adam state would not fit)

@@ -82,7 +82,7 @@ def _moe_row():
 
 def test_a_moe_fp8_gb200_row_maps_field_by_field():
     row = _moe_row()
-    m, c, (lay, assumed) = row_model(row), row_cluster(row), row_layout(row)
+    m, c, (lay, _) = row_model(row), row_cluster(row), row_layout(row)
     assert (m.moe.experts, m.moe.top_k, m.kv_heads, m.activation) == (8, 2, 8, "swiglu")
     assert (c.gpu.name, c.gpus, c.gpus_per_node) == ("gb200", 144, 4)
     assert (lay.ep, lay.zero, lay.precision, lay.pp, lay.dp) == (4, 1, "fp8", 4, 36)

@@ -3,7 +3,7 @@ and borrowed GPUs are reclaimed by preemption when their owner needs them."""
 
 import numpy as np
 
-from wanka.sched import Job, Preempt, Scheduler
+from wanka.sched import Job, Scheduler
 from wanka.sched.replay import replay
 
 QUOTAS = {"a": 32, "b": 16, "c": 16}

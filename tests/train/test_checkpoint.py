@@ -2,7 +2,6 @@
 async snapshot, export to the serving contract, NaN rollback."""
 
 import json
-import warnings
 
 import pytest
 import torch

@@ -1,6 +1,5 @@
 """CLI validation (exit 2, one line), `wanka data prepare`, and `wanka launch` golden files."""
 
-import json
 from pathlib import Path
 
 import pytest

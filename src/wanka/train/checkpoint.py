@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-from concurrent.futures import Future
 from pathlib import Path
 
 import warnings

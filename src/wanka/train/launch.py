@@ -12,7 +12,6 @@ names a node label (kueue.x-k8s.io/podset-preferred-topology).
 from __future__ import annotations
 
 import re
-import shlex
 
 import yaml
 

@@ -191,7 +191,7 @@ def check_pp_schedule(name: str | None, layout) -> str:
 def build_schedule(chunks, stage_ids, n_stages, pp_group, layout, name: str | None):
     """GPipe (Huang et al. 2019), 1F1B (PipeDream-Flush, Narayanan et al. 2021 arXiv:2104.04473
     section 2.2) or interleaved 1F1B (same paper, section 2.2.2) from torch.distributed.pipelining."""
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
     name = check_pp_schedule(name, layout)
     n_micro = layout.microbatches
