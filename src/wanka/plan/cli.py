@@ -24,6 +24,7 @@ from wanka.plan.a2a_overlap import overlap_refusal
 from wanka.plan.estimate import estimate
 from wanka.plan.exposure import Options
 from wanka.plan.frameworks import PROFILES, framework
+from wanka.plan.moe_host_sync import moe_host_sync_of_options
 from wanka.plan.published import built_in_runs
 from wanka.plan.search import SearchStats, search
 from wanka.plan.whole_run import whole_run
@@ -226,15 +227,17 @@ def cmd_plan(args):
             lay = Layout.parse(f"{args.layout},gbs={args.gbs}", field="--layout")
         elif args.gbs and lay.gbs != args.gbs:  # two batches given: do not drop one silently
             raise SpecError("--gbs", f"the layout's gbs ({lay.gbs}) or no --gbs", args.gbs)
-        best = estimate(model, cluster, lay, seq_len=args.seq, options=_options(args, lay))
+        opts = _options(args, lay)
+        best = estimate(model, cluster, lay, seq_len=args.seq, options=opts)
         candidates = None
     else:
         stats = SearchStats()
         # a profile whose switches depend on pp or the ZeRO stage (DeepSpeed) gives its base switches here
-        candidates = search(model, cluster, gbs=args.gbs, seq=args.seq, top=args.top, options=_options(args),
-                            stats=stats)
+        opts = _options(args)
+        candidates = search(model, cluster, gbs=args.gbs, seq=args.seq, top=args.top, options=opts, stats=stats)
         best = candidates[0]
     payload = best.to_dict() | whole_run(best, tokens, cluster)
+    payload["host_sync"] = moe_host_sync_of_options(model, opts)
     if candidates is not None:
         payload["candidates"] = [c.to_dict() for c in candidates]
         payload["search"] = stats.to_dict()
@@ -254,6 +257,10 @@ def cmd_plan(args):
             t = band["tokens_per_s_per_gpu"]
             console.print(f"tok/s/GPU p10-p90 {fmt(t['p10'])} - {fmt(t['p90'])} (residuals of {band['residual_rows']} "
                           f"published rows, class {band['class']}; docs/plan.md \"Uncertainty\")", soft_wrap=True)
+        if payload["host_sync"]:
+            console.print(f"MoE layers block the host once per layer forward ({payload['host_sync']}); the host's "
+                          "launch time after that wait is not priced, so a thin per-GPU layer may run slower than "
+                          "shown (docs/plan.md \"MoE, sixth pass\")", soft_wrap=True)
         console.print(f"{fmt(tokens)} tokens: {fmt(payload['days'])} days, {fmt(payload['gpu_hours'])} GPU-hours, "
                       f"{fmt(payload['energy_MWh'])} MWh, ${fmt(payload['cost_usd'])} electricity")
         if stats:

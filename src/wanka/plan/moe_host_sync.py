@@ -90,3 +90,11 @@ def moe_host_sync_of_row(row: dict) -> str | None:
     return moe_host_sync(int(arch.get("num_experts") or 0), dispatcher_backend(p.get("moe_token_dispatcher")),
                          p.get("moe_capacity_factor"),
                          full_iteration_graph="cuda_graph_impl=full_iteration" in notes)
+
+
+def moe_host_sync_of_options(model, opts) -> str | None:
+    """moe_host_sync for a `wanka plan` run: the model's experts and the Options' dispatcher
+    (flex backend, else all-to-all / all-gather) and capacity factor (read as padded, as priced)."""
+    if model.moe is None:
+        return None
+    return moe_host_sync(model.moe.experts, opts.moe_flex_backend or opts.moe_dispatcher, opts.moe_capacity_factor)
