@@ -87,7 +87,14 @@ def intra_domain_flex_comm_s(part: str, backend: str, ranks: int, sms: int, toke
     if rates is None or ranks <= 1:
         return None
     disp_bf16, disp_fp8, combine = rates
+    dispatch_b, combine_b = flex_bytes(tokens, hidden, elem, distinct_ranks, imbalance)
+    return dispatch_b / ((disp_fp8 if elem < 2 else disp_bf16) * 1e9) + combine_b / (combine * 1e9)
+
+
+def flex_bytes(tokens: float, hidden: int, elem: float, distinct_ranks: float,
+               imbalance: float) -> tuple[float, float]:
+    """(dispatch, combine) bytes one EP rank receives (and sends back) through DeepEP's / HybridEP's kernels:
+    one copy per token and destination rank; the dispatch in BF16, or FP8 with its scales (elem < 2), the
+    combine in BF16 (tests/test_hybrid_ep.py's count, module docstring)."""
     copies = tokens * distinct_ranks * imbalance * hidden  # elements a rank receives (and sends back)
-    fp8 = elem < 2
-    dispatch_s = copies * (FP8_BYTES_PER_ELEMENT if fp8 else 2.0) / ((disp_fp8 if fp8 else disp_bf16) * 1e9)
-    return dispatch_s + copies * 2.0 / (combine * 1e9)
+    return copies * (FP8_BYTES_PER_ELEMENT if elem < 2 else 2.0), copies * 2.0

@@ -39,7 +39,7 @@ from __future__ import annotations
 from math import comb
 
 from wanka.plan.exposure import _ct
-from wanka.plan.flex_intranode import intra_domain_flex_comm_s
+from wanka.plan.flex_intranode import flex_bytes, intra_domain_flex_comm_s
 
 FLEX_BACKENDS = ("deepep", "hybridep")
 
@@ -137,8 +137,8 @@ def flex_ep_layer_comm_s(cluster, lay, tokens: float, hidden: int, elem: float, 
     (then the flat all-to-all's pricing holds).
 
     Inside one domain on a part without published rates (Hopper, B300/GB300, non-NVIDIA) the kernels'
-    bytes still are what they are: one copy per token and destination rank, dispatched at `elem`
-    bytes and combined in BF16 (flex_intranode's byte count, the hierarchical path's NVLink leg), so
+    bytes still are what they are: one copy per token and destination rank, dispatched in BF16 or FP8
+    with its scales and combined in BF16 (flex_intranode.flex_bytes, the hierarchical path's NVLink leg), so
     those bytes are priced at the flat all-to-all's rate over the domain's links -- not top_k copies.
     Checked against Megatron-LM's H100 MoE-layer baselines (docs/plan.md "MoE layer, published
     H100 baselines")."""
@@ -151,6 +151,5 @@ def flex_ep_layer_comm_s(cluster, lay, tokens: float, hidden: int, elem: float, 
     if rated is not None or lay.ep <= 1:
         return rated
     size, stride = lay.group("ep")
-    copies = tokens * distinct * imbalance * hidden  # elements a rank sends (and gets back)
-    return (_ct(cluster, "all_to_all", copies * elem, size, stride, algorithm)
-            + _ct(cluster, "all_to_all", copies * 2.0, size, stride, algorithm))
+    return sum(_ct(cluster, "all_to_all", b, size, stride, algorithm)
+               for b in flex_bytes(tokens, hidden, elem, distinct, imbalance))
